@@ -1,0 +1,1 @@
+"""The core executor: records, steps, tools, rescue, agents, workflows, sessions."""

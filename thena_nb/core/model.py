@@ -1,0 +1,69 @@
+"""What a model adapter implements: the `Model` protocol and the request and reply records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from thena_nb.core.types import Message, ToolCall
+
+__all__ = ["Model", "ModelRequest", "Reply", "ToolSpec"]
+
+
+class ToolSpec(BaseModel):
+    """A tool as a model sees it: name, description and JSON schema of its arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ModelRequest(BaseModel):
+    """Everything a model needs for one call.
+
+    `agent` is the asking agent: assistant messages whose `agent` differs were written by
+    other agents, and an adapter shows them as attributed user text.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    agent: str
+    system: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int = 1024
+    on_text_delta: Callable[[str], None] | None = Field(default=None, exclude=True, repr=False)
+    """Streaming adapters call this with each piece of text as it arrives."""
+
+
+class Reply(BaseModel):
+    """What a model answered: text, native tool calls, finish reason and token counts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model thena_nb can call.
+
+    Raise `TransientModelError` for a failure worth retrying; the executor retries it and
+    records every attempt. Any other exception is final.
+    """
+
+    name: str
+
+    async def respond(self, request: ModelRequest) -> Reply:
+        """Answer one request."""
+        ...

@@ -1,0 +1,255 @@
+"""`@tool`: a Python function as a tool, its JSON schema, argument validation and the one
+function that writes every error observation a failed call sends back to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from thena_nb.core.model import ToolSpec
+from thena_nb.core.types import ToolCall
+
+if typing.TYPE_CHECKING:
+    from thena_nb.core.context import Context
+
+__all__ = ["Tool", "error_observation", "run_tool_call", "tool"]
+
+
+class Tool:
+    """A function the model may call. Build one with `@tool`.
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What the model is told it does (the docstring by default).
+        parameters: The JSON schema of its arguments.
+        retries: How many times to run it again after it raises.
+        rescue: Whether a call written in the model's text may run it.
+        blocking: Run a sync function in a worker thread so it cannot block the event loop.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        retries: int = 0,
+        rescue: bool = True,
+        blocking: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"`@tool` needs a function, got {fn!r}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description if description is not None else _doc(fn)
+        self.retries = retries
+        self.rescue = rescue
+        self.blocking = blocking
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.takes_ctx, self._args_model = _signature_model(fn, self.name)
+        schema = self._args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        self.parameters: dict[str, Any] = schema
+        self.spec = ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate `arguments` against the signature; raises `pydantic.ValidationError`."""
+        model = self._args_model.model_validate(dict(arguments))
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    async def call(self, ctx: Context | None, arguments: Mapping[str, Any]) -> str:
+        """Validate and run the tool once, returning its result as text."""
+        kwargs = self.validate(arguments)
+        args: tuple[Any, ...] = (ctx,) if self.takes_ctx else ()
+        if self.is_async:
+            value = await self.fn(*args, **kwargs)
+        elif self.blocking:
+            value = await asyncio.to_thread(self.fn, *args, **kwargs)
+        else:
+            value = self.fn(*args, **kwargs)
+        return _to_text(value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    retries: int = 0,
+    rescue: bool = True,
+    blocking: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    retries: int = 0,
+    rescue: bool = True,
+    blocking: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a tool an `Agent` can call.
+
+    The JSON schema comes from the signature (through pydantic), the description from the
+    docstring. A first parameter annotated `Context` receives the run context and is not
+    part of the schema. Sync and async functions both work.
+
+    Args:
+        fn: The function (when used as `@tool` without parentheses).
+        name: The tool's name; the function's name by default.
+        description: What the model is told; the docstring by default.
+        retries: Run the tool again up to this many times when it raises.
+        rescue: `False` for tools with side effects that must never run from a call found in
+            the model's text (sending mail, writing files).
+        blocking: Run a sync function in a worker thread (for slow, blocking I/O).
+
+    Example:
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two numbers.'''
+        ...     return a + b
+        >>> add.spec.parameters["required"]
+        ['a', 'b']
+    """
+    options = dict(
+        name=name, description=description, retries=retries, rescue=rescue, blocking=blocking
+    )
+    if fn is not None:
+        return Tool(fn, **options)  # type: ignore[arg-type]
+
+    def decorate(f: Callable[..., Any]) -> Tool:
+        return Tool(f, **options)  # type: ignore[arg-type]
+
+    return decorate
+
+
+def error_observation(
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    *,
+    exc: BaseException | None = None,
+    available: Sequence[str] = (),
+    reason: str | None = None,
+) -> str:
+    """Write the error observation a failed tool call sends back to the model.
+
+    Every failure goes through here, so the text is the same wherever it is shown:
+    it names the tool, shows the arguments, and says what to do next.
+
+    Args:
+        tool_name: The name the model used.
+        arguments: The arguments the model gave.
+        exc: The exception (a `pydantic.ValidationError` for invalid arguments).
+        available: The agent's tool names, listed when `tool_name` is unknown.
+        reason: A fixed reason instead of an exception (e.g. a refused rescued call).
+    """
+    shown = _json(arguments)
+    if reason is not None:
+        return f"Error: tool {tool_name!r} was not run: {reason}"
+    if exc is None:
+        names = ", ".join(repr(n) for n in available) or "none"
+        return f"Error: unknown tool {tool_name!r}. Available tools: {names}."
+    if isinstance(exc, ValidationError):
+        lines = [f"Error: invalid arguments for tool {tool_name!r} {shown}:"]
+        for err in exc.errors(include_url=False):
+            field = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+            lines.append(f"- {field}: {err['msg']}")
+        lines.append("Call the tool again with corrected arguments.")
+        return "\n".join(lines)
+    return f"Error: tool {tool_name!r} {shown} raised {type(exc).__name__}: {exc}"
+
+
+async def run_tool_call(
+    call: ToolCall, tools: Mapping[str, Tool], ctx: Context | None
+) -> ToolCall:
+    """Run one call against `tools` and return the finished call; never raises for a
+    failure of the tool itself (it becomes the call's `error`)."""
+    t = tools.get(call.name)
+    if t is None:
+        error = error_observation(call.name, call.arguments, available=list(tools))
+        return call.model_copy(update={"ok": False, "error": error})
+    retries = 0
+    while True:
+        try:
+            result = await t.call(ctx, call.arguments)
+        except ValidationError as exc:
+            error = error_observation(call.name, call.arguments, exc=exc)
+            return call.model_copy(update={"ok": False, "error": error, "retries": retries})
+        except Exception as exc:
+            if retries < t.retries:
+                retries += 1
+                continue
+            error = error_observation(call.name, call.arguments, exc=exc)
+            return call.model_copy(update={"ok": False, "error": error, "retries": retries})
+        return call.model_copy(update={"ok": True, "result": result, "retries": retries})
+
+
+def _signature_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseModel]]:
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    params = list(sig.parameters.values())
+    takes_ctx = False
+    if params and _is_context(hints.get(params[0].name, params[0].annotation)):
+        takes_ctx = True
+        params = params[1:]
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        annotation = hints.get(p.name, Any if p.annotation is p.empty else p.annotation)
+        default = ... if p.default is p.empty else p.default
+        fields[p.name] = (annotation, default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return takes_ctx, model
+
+
+def _is_context(annotation: Any) -> bool:
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1].split("[")[0] == "Context"
+    return getattr(annotation, "__name__", None) == "Context" and getattr(
+        annotation, "__module__", ""
+    ).startswith("thena_nb")
+
+
+def _doc(fn: Callable[..., Any]) -> str:
+    return inspect.cleandoc(fn.__doc__) if fn.__doc__ else ""
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _json(arguments: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(dict(arguments), default=str, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return repr(arguments)

@@ -1,0 +1,242 @@
+"""Records of a run: messages, tool calls, turns, loop failures, usage and budgets.
+
+Every record is a pydantic v2 model and round-trips through JSON. Records that describe
+something finished are frozen; `Usage` is the one running tally.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_MAX_FAILS",
+    "DEFAULT_MAX_ITERATIONS",
+    "Budget",
+    "LoopFailure",
+    "LoopStopReason",
+    "Message",
+    "RetryPolicy",
+    "RunStatus",
+    "ToolCall",
+    "ToolCallSource",
+    "Turn",
+    "TurnInfo",
+    "Usage",
+]
+
+DEFAULT_MAX_ITERATIONS = 10
+"""Default `max_iterations` of `loop` (S7)."""
+DEFAULT_MAX_FAILS = 5
+"""Default `max_fails` of `loop` (S7)."""
+
+LoopStopReason = Literal["until", "exhausted", "fails", "budget", "stop"]
+"""Why a loop stopped, as recorded on its report node (S12)."""
+ToolCallSource = Literal["native", "rescued"]
+"""Where a tool call came from: the API's tool channel, or the model's text (S21)."""
+RunStatus = Literal["running", "finished", "stopped", "budget", "failed"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class ToolCall(BaseModel):
+    """One tool call, native or rescued, with its outcome once it has run."""
+
+    model_config = _FROZEN
+
+    id: str
+    """The call's id: the API's for native calls, `rescued-…` for rescued ones."""
+    name: str
+    """The tool name the model used (it may name no tool of the agent's)."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """The arguments as the model gave them."""
+    source: ToolCallSource = "native"
+    """`"native"` for the API's tool channel, `"rescued"` for calls found in text."""
+    ok: bool | None = None
+    """`True` if the tool ran and returned, `False` if the call failed, `None` before it ran."""
+    result: str | None = None
+    """What went back to the model when the call worked."""
+    error: str | None = None
+    """The error observation that went back to the model when the call failed."""
+    retries: int = 0
+    """How many times the tool was run again after raising (`@tool(retries=N)`)."""
+
+
+class TurnInfo(BaseModel):
+    """The summary of one turn, as `turn_of(ctx)` returns it (S18)."""
+
+    model_config = _FROZEN
+
+    called_tool: bool
+    """The model called a tool in this turn, natively or in its text."""
+    tool_name: str | None = None
+    """The name of the turn's last tool call."""
+    tool_error: bool | None = None
+    """Any tool call of the turn failed; `None` when no tool was called."""
+    tool_call_source: ToolCallSource | None = None
+    """`"native"` or `"rescued"`; `None` when no tool was called."""
+    response: str = ""
+    """The model's text, as it wrote it (`""` when it said nothing)."""
+
+    def _repr_html_(self) -> str:
+        from thena_nb.core import _html
+
+        return _html.turn_info_html(self)
+
+
+class LoopFailure(BaseModel):
+    """A failed tool call as a loop sees it: passed to `on_fail` and kept on the loop node."""
+
+    model_config = _FROZEN
+
+    consecutive: int
+    """Consecutive failed tool calls; a working tool call resets it (S10)."""
+    total: int
+    """Failed tool calls since this loop began."""
+    tool_name: str | None = None
+    """The tool name the model used."""
+    message: str
+    """The error observation that went back to the model (S11)."""
+
+
+class Message(BaseModel):
+    """One entry of the workflow's history."""
+
+    model_config = _FROZEN
+
+    role: Literal["user", "assistant", "tool"]
+    content: str
+    agent: str | None = None
+    """Which agent wrote it (assistant) or which agent's call it answers (tool)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Assistant messages: the calls the model made (native or rescued)."""
+    tool_call_id: str | None = None
+    """Tool messages: the id of the call they answer."""
+    is_error: bool = False
+    """Tool messages: the call failed and `content` is the error observation."""
+
+
+class Turn(BaseModel):
+    """The full record of one turn: one model call and the tool calls it made."""
+
+    model_config = _FROZEN
+
+    index: int
+    """0-based, run-wide, in history order."""
+    step_path: str
+    """Where the turn ran, e.g. `"review/1.loop/0.ExecutorAgent"`."""
+    agent: str
+    model: str = ""
+    """The name of the model that answered."""
+    iteration: int | None = None
+    """1-based iteration of the innermost loop; `None` outside loops."""
+    branch: int | None = None
+    """0-based position in the enclosing `parallel` block; `None` outside one."""
+    info: TurnInfo
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    refused_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls found in the text that were not run, each with `error` saying why."""
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    attempts: int = 1
+    """Model calls made for this turn (1 + retries)."""
+    consecutive_fails: int = 0
+    """The enclosing loop's failure streak after this turn."""
+    started_at: datetime
+    duration_s: float = 0.0
+
+    def _repr_html_(self) -> str:
+        from thena_nb.core import _html
+
+        return _html.turn_html(self)
+
+
+class Usage(BaseModel):
+    """Tokens, model calls and tool calls used so far (`ctx.usage`, `run.usage`)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+class Budget(BaseModel):
+    """Run-wide limits, checked before every model call (S26).
+
+    A limit is spent once the amount used has reached it, so `Budget(max_model_calls=2)`
+    allows exactly two model calls. When spent, running loops record `budget` and the run
+    ends with status `"budget"`, keeping everything recorded.
+
+    Example:
+        >>> Budget(max_tokens=10_000, max_tool_calls=20)
+        Budget(max_tokens=10000, max_tool_calls=20)
+    """
+
+    model_config = _FROZEN
+
+    max_tokens: int | None = None
+    """Input plus output tokens."""
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    """Tool calls, failed ones included."""
+    max_model_calls: int | None = None
+
+    def spent(self, usage: Usage) -> str | None:
+        """The first limit `usage` has reached, as a phrase, or `None` while within budget."""
+        checks = (
+            ("max_tokens", self.max_tokens, usage.input_tokens + usage.output_tokens),
+            ("max_input_tokens", self.max_input_tokens, usage.input_tokens),
+            ("max_output_tokens", self.max_output_tokens, usage.output_tokens),
+            ("max_tool_calls", self.max_tool_calls, usage.tool_calls),
+            ("max_model_calls", self.max_model_calls, usage.model_calls),
+        )
+        for name, limit, used in checks:
+            if limit is not None and used >= limit:
+                return f"{name}={limit} reached ({used} used)"
+        return None
+
+    def __repr_args__(self) -> Any:
+        return [(k, v) for k, v in super().__repr_args__() if v is not None]
+
+
+class RetryPolicy(BaseModel):
+    """How the executor retries a model call that raised `TransientModelError` (S25).
+
+    The n-th retry waits `min(initial_delay * 2**(n-1), max_delay)` seconds, times a random
+    factor in [0.5, 1] with `jitter`, or the server's `retry_after` when that is longer.
+    """
+
+    model_config = _FROZEN
+
+    max_retries: int = 3
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    jitter: bool = True
+
+    def delay(self, retry: int, retry_after: float | None = None, rand: float = 1.0) -> float:
+        """Seconds to wait before retry number `retry` (1-based); `rand` is in [0, 1]."""
+        base = min(self.initial_delay * 2 ** (retry - 1), self.max_delay)
+        if self.jitter:
+            base *= 0.5 + 0.5 * rand
+        if retry_after is not None and retry_after > base:
+            return retry_after
+        return base
+
+    def __repr_args__(self) -> Any:
+        defaults = RetryPolicy.model_fields
+        return [(k, v) for k, v in super().__repr_args__() if k and v != defaults[k].default]
