@@ -1,1 +1,117 @@
-"""thena_nb: build, run and step through LLM agent workflows in Jupyter."""
+"""thena_nb: build, run and step through LLM agent workflows in Jupyter.
+
+Example:
+    >>> from thena_nb import Agent, Workflow, loop, until_answered
+    >>> from thena_nb.models import ScriptedModel
+    >>> agent = Agent("Executor", model=ScriptedModel(["All done."]))
+    >>> Workflow("demo", [loop(steps=[agent], until=until_answered)]).run("go").output
+    'All done.'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from thena_nb.core.agent import Agent
+from thena_nb.core.context import Context
+from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
+from thena_nb.core.history import keep_first_and_recent
+from thena_nb.core.report import ReportNode, Run
+from thena_nb.core.session import Event, Session
+from thena_nb.core.steps import LoopStep, ParallelStep, loop, parallel
+from thena_nb.core.stopping import (
+    called_tool,
+    max_tool_calls,
+    stuck,
+    turn_of,
+    until_answered,
+    until_finish_reason,
+    until_text,
+    was_exhausted,
+)
+from thena_nb.core.tools import tool
+from thena_nb.core.types import (
+    DEFAULT_MAX_FAILS,
+    DEFAULT_MAX_ITERATIONS,
+    Budget,
+    LoopFailure,
+    LoopStopReason,
+    Message,
+    ToolCall,
+    Turn,
+    TurnInfo,
+    Usage,
+)
+from thena_nb.core.workflow import Workflow
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from IPython.core.interactiveshell import InteractiveShell
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MAX_FAILS",
+    "DEFAULT_MAX_ITERATIONS",
+    "Agent",
+    "Budget",
+    "Context",
+    "Event",
+    "LoopFailure",
+    "LoopStep",
+    "LoopStopReason",
+    "Message",
+    "ModelError",
+    "ParallelStep",
+    "ReportNode",
+    "Run",
+    "Session",
+    "ThenaError",
+    "ToolCall",
+    "Turn",
+    "TurnInfo",
+    "Usage",
+    "Workflow",
+    "WorkflowDefinitionError",
+    "called_tool",
+    "frames",
+    "keep_first_and_recent",
+    "loop",
+    "max_tool_calls",
+    "parallel",
+    "stuck",
+    "tool",
+    "turn_of",
+    "until_answered",
+    "until_finish_reason",
+    "until_text",
+    "was_exhausted",
+]
+
+
+def frames(runs: Any) -> pd.DataFrame:
+    """Stack several runs' turn frames into one DataFrame with a leading `run_id` column.
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel
+        >>> wf = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))])
+        >>> frames([wf.run("x"), wf.run("y")]).shape[0]
+        2
+    """
+    from thena_nb.notebook.frames import stack_frames
+
+    return stack_frames(list(runs))
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """`%load_ext thena_nb`: register the `%%thena_workflow`, `%thena_run`, `%thena_step` magics."""
+    from thena_nb.notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """`%unload_ext thena_nb`."""
+    from thena_nb.notebook.magics import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.types import Messages, ToolCall
 
 __all__ = ["Model", "ModelRequest", "Reply", "ToolSpec"]
 
@@ -33,7 +33,7 @@ class ModelRequest(BaseModel):
 
     agent: str
     system: str = ""
-    messages: list[Message] = Field(default_factory=list)
+    messages: Messages = Field(default_factory=list)
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 1024
     on_text_delta: Callable[[str], None] | None = Field(default=None, exclude=True, repr=False)

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from thena_nb.core.types import LoopFailure, LoopStopReason
+from thena_nb.core.types import (
+    LoopFailure,
+    LoopStopReason,
+    Message,
+    RunStatus,
+    Turn,
+    TurnInfo,
+    Usage,
+)
 
-__all__ = ["ReportNode", "ReportNodeKind"]
+__all__ = ["RUN_FORMAT", "ReportNode", "ReportNodeKind", "Run"]
+
+RUN_FORMAT = 1
+"""The version of the JSON a `Run` is written as."""
 
 ReportNodeKind = Literal["workflow", "agent", "function", "parallel", "loop"]
 
@@ -57,3 +71,136 @@ class ReportNode(BaseModel):
     def turn_indexes(self) -> list[int]:
         """Indexes of every turn under this node, in run order."""
         return sorted(i for node in self.walk() for i in node.turns)
+
+
+class Run:
+    """One run of a workflow: its turns, history, report tree, usage and outcome.
+
+    A `Run` is readable at any moment (`session.result`); it is complete once `status` is
+    no longer `"running"`.
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel
+        >>> wf = Workflow("hello", [Agent("Greeter", model=ScriptedModel(["Hello!"]))])
+        >>> run = wf.run("hi")
+        >>> run.status, run.output, len(run.turns)
+        ('finished', 'Hello!', 1)
+    """
+
+    def __init__(
+        self,
+        *,
+        workflow_name: str,
+        input: str,
+        run_id: str | None = None,
+        state: Any = None,
+    ) -> None:
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.workflow_name = workflow_name
+        self.input = input
+        self.output: Any = None
+        self.state = state
+        self.status: RunStatus = "running"
+        self.error: str | None = None
+        self.history: list[Message] = [Message(role="user", content=input)]
+        self.turns: list[Turn] = []
+        self.report = ReportNode(kind="workflow", name=workflow_name, path=workflow_name)
+        self.usage = Usage()
+        self.started_at = datetime.now(UTC)
+        self.finished_at: datetime | None = None
+        self.replay_diverged_at: int | None = None
+        self.workflow: Any = None
+        """The `Workflow` that made this run (not serialised)."""
+
+    @property
+    def turn_infos(self) -> list[TurnInfo]:
+        """The `TurnInfo` of every turn, in order."""
+        return [t.info for t in self.turns]
+
+    @property
+    def loops(self) -> list[ReportNode]:
+        """Every loop node of the report, in pre-order."""
+        return [n for n in self.report.walk() if n.kind == "loop"]
+
+    @property
+    def stop_reasons(self) -> dict[str, LoopStopReason | None]:
+        """Each loop's stop reason, by step path (the last run of each loop wins)."""
+        return {n.path: n.stop_reason for n in self.loops}
+
+    def frame(self) -> Any:
+        """The turns as a pandas DataFrame, one row per turn (needs pandas)."""
+        from thena_nb.notebook.frames import turn_frame
+
+        return turn_frame(self.turns)
+
+    def failure_chart(self) -> Any:
+        """A matplotlib Figure of each loop's consecutive-failure streak (needs matplotlib)."""
+        from thena_nb.notebook.charts import failure_chart
+
+        return failure_chart(self.turns, self.loops)
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """The run as JSON text; `Run.from_json` reads it back."""
+        state = self.state
+        if isinstance(state, BaseModel):
+            state = state.model_dump(mode="json")
+        data = {
+            "format": RUN_FORMAT,
+            "run_id": self.run_id,
+            "workflow_name": self.workflow_name,
+            "input": self.input,
+            "output": self.output if _is_jsonable(self.output) else repr(self.output),
+            "state": state,
+            "status": self.status,
+            "error": self.error,
+            "history": [m.model_dump(mode="json") for m in self.history],
+            "turns": [t.model_dump(mode="json") for t in self.turns],
+            "report": self.report.model_dump(mode="json"),
+            "usage": self.usage.model_dump(mode="json"),
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "replay_diverged_at": self.replay_diverged_at,
+        }
+        return json.dumps(data, indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, state_type: type[BaseModel] | None = None) -> Run:
+        """Read a run written by `to_json`; the state comes back as a dict unless
+        `state_type` is given."""
+        data = json.loads(text)
+        run = cls(workflow_name=data["workflow_name"], input=data["input"], run_id=data["run_id"])
+        state = data.get("state")
+        run.state = state_type.model_validate(state) if state_type and state is not None else state
+        run.output = data.get("output")
+        run.status = data["status"]
+        run.error = data.get("error")
+        run.history = [Message.model_validate(m) for m in data["history"]]
+        run.turns = [Turn.model_validate(t) for t in data["turns"]]
+        run.report = ReportNode.model_validate(data["report"])
+        run.usage = Usage.model_validate(data["usage"])
+        run.started_at = datetime.fromisoformat(data["started_at"])
+        finished = data.get("finished_at")
+        run.finished_at = datetime.fromisoformat(finished) if finished else None
+        run.replay_diverged_at = data.get("replay_diverged_at")
+        return run
+
+    def _repr_html_(self) -> str:
+        from thena_nb.core import _html
+
+        return _html.run_html(self)
+
+    def __repr__(self) -> str:
+        reasons = ", ".join(f"{r}" for r in self.stop_reasons.values() if r)
+        extra = f", stop_reasons=[{reasons}]" if reasons else ""
+        return (
+            f"Run({self.workflow_name!r}, status={self.status!r}, turns={len(self.turns)}"
+            f"{extra}, run_id={self.run_id!r})"
+        )
+
+
+def _is_jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

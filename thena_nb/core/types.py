@@ -6,18 +6,21 @@ something finished are frozen; `Usage` is the one running tally.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 __all__ = [
     "DEFAULT_MAX_FAILS",
     "DEFAULT_MAX_ITERATIONS",
     "Budget",
+    "HistoryView",
     "LoopFailure",
     "LoopStopReason",
     "Message",
+    "Messages",
     "RetryPolicy",
     "RunStatus",
     "ToolCall",
@@ -118,6 +121,64 @@ class Message(BaseModel):
     """Tool messages: the call failed and `content` is the error observation."""
 
 
+_T = TypeVar("_T")
+
+
+class HistoryView(Sequence[_T], Generic[_T]):
+    """A read-only view of the first `length` items of an append-only list.
+
+    The executor hands models and contexts a view of the history (and of the turns) instead
+    of a copy, so that a turn costs the same at message 10 and at message 10,000.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: Sequence[_T] = (), length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> _T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[_T]: ...
+    def __getitem__(self, index: int | slice) -> _T | list[_T]:
+        if isinstance(index, slice):
+            return [self._items[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("history index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[_T]:
+        items = self._items
+        for i in range(self._length):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == self._length and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"HistoryView({list(self)!r})"
+
+
+def _dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(mode="json") for m in messages]
+
+
+Messages = Annotated[
+    Sequence[Message], PlainSerializer(_dump_messages, return_type=list[dict[str, Any]])
+]
+"""A sequence of messages (a list or a `HistoryView`) that serialises as a JSON list."""
+
+
 class Turn(BaseModel):
     """The full record of one turn: one model call and the tool calls it made."""
 
@@ -136,8 +197,6 @@ class Turn(BaseModel):
     """0-based position in the enclosing `parallel` block; `None` outside one."""
     info: TurnInfo
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    refused_calls: list[ToolCall] = Field(default_factory=list)
-    """Calls found in the text that were not run, each with `error` saying why."""
     finish_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0

@@ -1,0 +1,367 @@
+"""`Agent`: running an agent as a step is exactly one turn — one model call, then every
+tool call it made, in order (S27)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from thena_nb.core._signals import Halt, LoopBreak, note_once
+from thena_nb.core.errors import TransientModelError
+from thena_nb.core.history import HistoryProcessor
+from thena_nb.core.model import Model, ModelRequest, Reply, ToolSpec
+from thena_nb.core.tools import Tool, error_observation, run_tool_call, tool
+from thena_nb.core.types import HistoryView, LoopFailure, Message, ToolCall, Turn, TurnInfo
+
+if TYPE_CHECKING:
+    from thena_nb.core.context import Context, LoopFrame
+    from thena_nb.core.report import ReportNode
+
+__all__ = ["Agent"]
+
+class Agent:
+    """An LLM agent: a model, a system prompt and tools. As a step it takes one turn.
+
+    Args:
+        name: Unique within its workflow; used in step paths and to attribute its messages.
+        model: Any `Model` (`ScriptedModel`, `AnthropicModel`, ...).
+        system: The system prompt.
+        tools: `@tool` functions (plain functions are wrapped with `@tool`).
+        output_field: Also write the turn's text to this field of the workflow state.
+        rescue: Look for tool calls written as text when the model made no native call.
+        max_tokens: The model's output limit per turn.
+        history: A history processor, e.g. `keep_first_and_recent(20)`.
+        parallel_tools: Run one turn's tool calls concurrently (results still go back in
+            call order).
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel, reply
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two numbers.'''
+        ...     return a + b
+        >>> calc = Agent("Calc", model=ScriptedModel([reply.tool("add", a=1, b=2), "3"]),
+        ...              tools=[add])
+        >>> calc
+        Agent('Calc', model='scripted', tools=['add'])
+    """
+
+    kind = "agent"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: Model,
+        system: str = "",
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        output_field: str | None = None,
+        rescue: bool = True,
+        max_tokens: int = 1024,
+        history: HistoryProcessor | None = None,
+        parallel_tools: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"agent name must be a non-empty string without '/', got {name!r}")
+        self.name = name
+        self.model = model
+        self.system = system
+        self.tools: list[Tool] = [t if isinstance(t, Tool) else tool(t) for t in tools]
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"agent {name!r} has two tools named {dupes[0]!r}; rename one")
+        self.output_field = output_field
+        self.rescue = rescue
+        self.max_tokens = max_tokens
+        self.history = history
+        self.parallel_tools = parallel_tools
+        self._by_name = {t.name: t for t in self.tools}
+        self._specs: list[ToolSpec] = [t.spec for t in self.tools]
+
+    def replace(self, **changes: Any) -> Agent:
+        """A copy of this agent with some fields replaced (used by fork and experiments).
+
+        Example:
+            >>> brief = calc.replace(system="Be brief.")
+        """
+        fields = dict(
+            model=self.model,
+            system=self.system,
+            tools=self.tools,
+            output_field=self.output_field,
+            rescue=self.rescue,
+            max_tokens=self.max_tokens,
+            history=self.history,
+            parallel_tools=self.parallel_tools,
+        )
+        unknown = set(changes) - set(fields) - {"name"}
+        if unknown:
+            raise ValueError(
+                f"agent {self.name!r} has no field {sorted(unknown)[0]!r}; "
+                f"changeable fields: {', '.join(sorted(fields))}"
+            )
+        fields.update(changes)
+        name = changes.pop("name", self.name)
+        fields.pop("name", None)
+        return Agent(name, **fields)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        parts = [repr(self.name), f"model={getattr(self.model, 'name', type(self.model).__name__)!r}"]
+        if self.tools:
+            parts.append(f"tools={[t.name for t in self.tools]!r}")
+        return f"Agent({', '.join(parts)})"
+
+
+async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
+    """Run one turn of `agent`: the model call phase, then the tool call phase."""
+    control = ctx._control
+    scope = ctx._scope
+    if control.checkpoint is not None and scope.branch is None:
+        await control.checkpoint()
+    # Stop first, then budget: both are checked before every model call.
+    if control.stop_requested:
+        raise Halt("stop")
+    if control.budget is not None:
+        spent = control.budget.spent(control.run.usage)
+        if spent is not None:
+            raise Halt("budget", spent)
+
+    index = len(scope.turns)
+    path = node.path
+    messages: Sequence[Message] = HistoryView(scope.history)
+    if agent.history is not None:
+        messages = agent.history(messages)
+    on_delta = None
+    if control.subscribers:
+        from thena_nb.core.session import Event
+
+        control.emit(Event(kind="turn_started", path=path, agent=agent.name))
+
+        def on_delta(text: str) -> None:
+            control.emit(Event(kind="text_delta", path=path, agent=agent.name, text=text))
+
+    request = ModelRequest.model_construct(
+        agent=agent.name,
+        system=agent.system,
+        messages=messages,
+        tools=agent._specs,
+        max_tokens=agent.max_tokens,
+        on_text_delta=on_delta,
+    )
+    started_at = datetime.now(UTC)
+    t0 = time.perf_counter()
+    try:
+        reply, attempts = await _call_model(agent.model, request, control)
+    except Exception as exc:
+        node.error = f"{type(exc).__name__}: {exc}"
+        note_once(exc, f"in turn {index} of agent {agent.name!r} at {path!r}")
+        raise
+    usage = control.run.usage
+    usage.input_tokens += reply.input_tokens
+    usage.output_tokens += reply.output_tokens
+    usage.cache_read_tokens += reply.cache_read_tokens
+    usage.cache_write_tokens += reply.cache_write_tokens
+
+    calls = _calls_of(agent, reply, control)
+    scope.history.append(
+        Message.model_construct(
+            role="assistant",
+            content=reply.text,
+            agent=agent.name,
+            tool_calls=calls,
+            tool_call_id=None,
+            is_error=False,
+        )
+    )
+    finished = await _run_tools(agent, calls, ctx) if calls else []
+    usage.tool_calls += len(finished)
+    for call in finished:
+        scope.history.append(
+            Message.model_construct(
+                role="tool",
+                content=(call.result if call.ok else call.error) or "",
+                agent=agent.name,
+                tool_calls=[],
+                tool_call_id=call.id,
+                is_error=not call.ok,
+            )
+        )
+
+    failures = _count_failures(ctx._loops, finished)
+    if finished:
+        last = finished[-1]
+        info = TurnInfo.model_construct(
+            called_tool=True,
+            tool_name=last.name,
+            tool_error=any(not c.ok for c in finished),
+            tool_call_source=last.source,
+            response=reply.text,
+        )
+    else:
+        info = TurnInfo.model_construct(
+            called_tool=False,
+            tool_name=None,
+            tool_error=None,
+            tool_call_source=None,
+            response=reply.text,
+        )
+    loops = ctx._loops
+    inner = loops[-1] if loops else None
+    turn = Turn.model_construct(
+        index=index,
+        step_path=path,
+        agent=agent.name,
+        model=getattr(agent.model, "name", ""),
+        iteration=inner.iteration if inner else None,
+        branch=scope.branch,
+        info=info,
+        tool_calls=finished,
+        finish_reason=reply.finish_reason
+        or ("tool_use" if reply.tool_calls else "end_turn"),
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        cache_read_tokens=reply.cache_read_tokens,
+        cache_write_tokens=reply.cache_write_tokens,
+        attempts=attempts,
+        consecutive_fails=inner.consecutive if inner else 0,
+        started_at=started_at,
+        duration_s=time.perf_counter() - t0,
+    )
+    # S28: the turn is recorded before anything else can run.
+    scope.turns.append(turn)
+    node.turns.append(index)
+    for frame in loops:
+        frame.turns.append(turn)
+        frame.tool_calls += len(finished)
+    ctx.turn = info
+    ctx.output = reply.text
+    if agent.output_field is not None:
+        _write_state(ctx, agent.output_field, reply.text, agent.name)
+    if scope.branch is None:
+        for hook in control.on_turn:
+            hook(turn)
+
+    for frame, failure in failures:
+        on_fail = frame.step.on_fail
+        if on_fail is not None:
+            try:
+                on_fail(ctx, failure)
+            except Exception as exc:
+                note_once(exc, f"in `on_fail` of loop {frame.path!r}")
+                raise
+    # `fails` is checked after every turn; the outermost loop that reached its limit stops.
+    for frame in loops:
+        if frame.consecutive >= frame.step.max_fails:
+            raise LoopBreak(frame, "fails")
+    return turn
+
+
+async def _call_model(model: Model, request: ModelRequest, control: Any) -> tuple[Reply, int]:
+    """One model call with the executor's retries (S25); returns the reply and attempts."""
+    policy = control.retry
+    usage = control.run.usage
+    attempt = 0
+    while True:
+        attempt += 1
+        usage.model_calls += 1
+        try:
+            return await model.respond(request), attempt
+        except TransientModelError as exc:
+            if attempt > policy.max_retries:
+                exc.add_note(f"gave up after {attempt} attempts")
+                raise
+            delay = policy.delay(attempt, exc.retry_after, random.random())
+            await asyncio.sleep(delay)
+
+
+def _calls_of(agent: Agent, reply: Reply, control: Any) -> list[ToolCall]:
+    """The turn's calls: native ones, or else those rescued from the text (S21)."""
+    if reply.tool_calls:
+        return list(reply.tool_calls)
+    if not agent.rescue or not agent.tools or not reply.text:
+        return []
+    from thena_nb.core.rescue import scan_tool_calls
+
+    scan = scan_tool_calls(reply.text, agent.tools)
+    calls: list[ToolCall] = []
+    for call in scan.calls:
+        control.rescue_seq += 1
+        calls.append(call.model_copy(update={"id": f"rescued-{control.rescue_seq}"}))
+    for call in scan.refused:
+        control.rescue_seq += 1
+        calls.append(
+            call.model_copy(
+                update={
+                    "id": f"rescued-{control.rescue_seq}",
+                    "source": "rescued",
+                    "ok": False,
+                    "error": error_observation(call.name, call.arguments, reason=call.error),
+                }
+            )
+        )
+    return calls
+
+
+async def _run_tools(agent: Agent, calls: list[ToolCall], ctx: Context) -> list[ToolCall]:
+    control = ctx._control
+    emit = bool(control.subscribers)
+    if agent.parallel_tools and len(calls) > 1:
+        # S27: concurrent, but the results keep the order the model gave.
+        return list(await asyncio.gather(*(_run_one(agent, c, ctx, emit) for c in calls)))
+    return [await _run_one(agent, c, ctx, emit) for c in calls]
+
+
+async def _run_one(agent: Agent, call: ToolCall, ctx: Context, emit: bool) -> ToolCall:
+    if call.ok is not None:
+        return call  # refused before it could run
+    if emit:
+        from thena_nb.core.session import Event
+
+        ctx._control.emit(Event(kind="tool_started", agent=agent.name, tool_call=call))
+    done = await run_tool_call(call, agent._by_name, ctx)
+    if emit:
+        ctx._control.emit(Event(kind="tool_finished", agent=agent.name, tool_call=done))
+    return done
+
+
+def _count_failures(
+    loops: list[LoopFrame], finished: list[ToolCall]
+) -> list[tuple[LoopFrame, LoopFailure]]:
+    """Update every open loop's streak (S10) and return the failures for `on_fail` (S11)."""
+    out: list[tuple[LoopFrame, LoopFailure]] = []
+    if not loops:
+        return out
+    for call in finished:
+        for frame in loops:
+            if call.ok:
+                frame.consecutive = 0
+                continue
+            frame.consecutive += 1
+            frame.total += 1
+            failure = LoopFailure.model_construct(
+                consecutive=frame.consecutive,
+                total=frame.total,
+                tool_name=call.name,
+                message=call.error or "",
+            )
+            frame.node.failures = failure
+            out.append((frame, failure))
+    return out
+
+
+def _write_state(ctx: Context, field: str, value: str, agent: str) -> None:
+    state = ctx.state
+    if state is None:
+        raise AttributeError(
+            f"agent {agent!r} has `output_field={field!r}` but the workflow has no `state=`"
+        )
+    if isinstance(state, dict):
+        state[field] = value
+    else:
+        setattr(state, field, value)
+

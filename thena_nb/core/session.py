@@ -1,0 +1,246 @@
+"""`Session`: the only thing that advances a run. Scripts, magics and the Stepper all use it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from thena_nb.core._signals import Halt, LoopBreak
+from thena_nb.core.context import Context, RunControl, Scope, _current_run_id
+from thena_nb.core.executor import run_steps
+from thena_nb.core.report import Run
+from thena_nb.core.types import LoopStopReason, ToolCall, Turn
+
+if TYPE_CHECKING:
+    from thena_nb.core.workflow import Workflow
+
+__all__ = ["Breakpoint", "Event", "EventKind", "Session"]
+
+EventKind = Literal[
+    "turn_started",
+    "text_delta",
+    "tool_started",
+    "tool_finished",
+    "turn_finished",
+    "loop_stopped",
+    "run_finished",
+]
+
+Breakpoint = Callable[[Turn], Any]
+"""`fn(turn)`; truthy pauses a running session after that turn."""
+
+
+class Event(BaseModel):
+    """Something that happened in a run, as `Session.subscribe` reports it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: EventKind
+    path: str | None = None
+    agent: str | None = None
+    text: str | None = None
+    """`text_delta`: the new piece of text."""
+    turn: Turn | None = None
+    """`turn_finished`: the recorded turn."""
+    tool_call: ToolCall | None = None
+    stop_reason: LoopStopReason | None = None
+    """`loop_stopped`: why the loop at `path` stopped."""
+
+
+class Session:
+    """A run you can step through: paused before the first turn until you `step()` or `run()`.
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel
+        >>> wf = Workflow("two", [Agent("A", model=ScriptedModel(["one"])),
+        ...                       Agent("B", model=ScriptedModel(["two"]))])
+        >>> import asyncio
+        >>> async def walk():
+        ...     s = wf.session("go")
+        ...     first = await s.step()
+        ...     return first.agent, (await s.run()).output
+        >>> asyncio.run(walk())
+        ('A', 'two')
+    """
+
+    def __init__(self, workflow: Workflow, input: str, *, state: Any = None) -> None:
+        self.workflow = workflow
+        if state is None and workflow.state is not None:
+            state = workflow.state()
+        self.result = Run(workflow_name=workflow.name, input=input, state=state)
+        self.result.workflow = workflow
+        self.breakpoints: list[Breakpoint] = []
+        self.done = False
+        self.exception: BaseException | None = None
+        self.task: asyncio.Task[None] | None = None
+        self._control = RunControl(
+            self.result, budget=workflow.budget, retry=workflow.retry, checkpoint=self._checkpoint
+        )
+        self._control.on_turn.append(self._after_turn)
+        self._mode: Literal["step", "run"] = "step"
+        self._allowed = 0
+        self._break_hit: Turn | None = None
+        self._resume: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._ctx: Context | None = None
+        self.breakpoint_hit: Turn | None = None
+        """The turn whose breakpoint paused the last `run()`, or `None`."""
+
+    # -- public control API -------------------------------------------------------------
+
+    async def step(self) -> Turn | None:
+        """Run up to and including the next turn and return it; `None` once the run ended.
+
+        It returns after every check that follows the turn, so a paused session always
+        waits just before a model call. A `parallel` block runs as a unit.
+        """
+        if self.done:
+            return None
+        before = len(self.result.turns)
+        self._mode = "step"
+        self._allowed = 1
+        await self._advance()
+        turns = self.result.turns
+        return turns[-1] if len(turns) > before else None
+
+    async def run(self) -> Run:
+        """Run to the end or to the next breakpoint; returns `result` (`done` tells which)."""
+        if not self.done:
+            self._mode = "run"
+            self.breakpoint_hit = None
+            await self._advance()
+        return self.result
+
+    def stop(self) -> None:
+        """Stop the run at the next boundary: at once when paused, after the turns in flight
+        when running. Every open loop records `stop`; the status becomes `"stopped"`."""
+        if self.done:
+            return
+        self._control.stop_requested = True
+        if self.task is None:
+            self._finish("stopped")
+            return
+        if self._resume is not None and not self._resume.done():
+            # Paused before a model call: no further model call will be made.
+            self._mark_open_loops("stop")
+            self.result.status = "stopped"
+            self._resume.set_result(None)
+
+    def subscribe(self, fn: Callable[[Event], Any]) -> Callable[[], None]:
+        """Call `fn(event)` for every `Event` as it happens; returns an unsubscribe function."""
+        self._control.subscribers.append(fn)
+
+        def unsubscribe() -> None:
+            if fn in self._control.subscribers:
+                self._control.subscribers.remove(fn)
+
+        return unsubscribe
+
+    @property
+    def paused(self) -> bool:
+        """Waiting before a model call for `step()` or `run()`."""
+        return self._resume is not None and not self._resume.done()
+
+    @property
+    def running(self) -> bool:
+        """A `step()` or `run()` is advancing the run right now."""
+        return self.task is not None and not self.done and not self.paused
+
+    @property
+    def context(self) -> Context | None:
+        """The run's top-level context once the run has started."""
+        return self._ctx
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "paused" if self.paused else "running" if self.task else "new"
+        return f"Session({self.workflow.name!r}, {state}, turns={len(self.result.turns)})"
+
+    # -- the executor's side ------------------------------------------------------------
+
+    async def _advance(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        if self.task is None:
+            self.task = loop.create_task(self._drive())
+        elif self._resume is not None and not self._resume.done():
+            self._resume.set_result(None)
+        await waiter
+        if self.done and self.exception is not None:
+            raise self.exception
+
+    async def _checkpoint(self) -> None:
+        """Called by the executor before every model call (and parallel block)."""
+        while True:
+            if self._control.stop_requested:
+                return  # the executor's stop check comes next
+            if self._mode == "run" and self._break_hit is None:
+                return
+            if self._mode == "step" and self._allowed > 0:
+                self._allowed -= 1
+                return
+            self.breakpoint_hit = self._break_hit
+            self._break_hit = None
+            self._resume = asyncio.get_running_loop().create_future()
+            self._wake()
+            await self._resume
+            self._resume = None
+
+    def _after_turn(self, turn: Turn) -> None:
+        control = self._control
+        if control.subscribers:
+            control.emit(Event(kind="turn_finished", path=turn.step_path, agent=turn.agent, turn=turn))
+        if self._mode == "run" and self.breakpoints:
+            for bp in self.breakpoints:
+                if bp(turn):
+                    self._break_hit = turn
+                    break
+
+    async def _drive(self) -> None:
+        run = self.result
+        _current_run_id.set(run.run_id)
+        ctx = Context(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
+        self._ctx = ctx
+        status: Any = "finished"
+        try:
+            await run_steps(self.workflow.steps, ctx, run.report)
+        except Halt as halt:
+            status = "stopped" if halt.reason == "stop" else "budget"
+            run.error = halt.detail or None
+        except LoopBreak:  # pragma: no cover - every LoopBreak is caught by its own loop
+            raise AssertionError("a loop break escaped its loop") from None
+        except BaseException as exc:
+            status = "failed"
+            run.error = f"{type(exc).__name__}: {exc}"
+            exc.run = run  # type: ignore[attr-defined]
+            self.exception = exc
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise
+        finally:
+            run.output = ctx.output
+            self._finish(status)
+
+    def _finish(self, status: Any) -> None:
+        run = self.result
+        run.status = status
+        run.finished_at = datetime.now(UTC)
+        self.done = True
+        if self._control.subscribers:
+            self._control.emit(Event(kind="run_finished"))
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def _mark_open_loops(self, reason: LoopStopReason) -> None:
+        # Paused sessions wait at the top level, so the open loops are the top context's.
+        if self._ctx is not None:
+            for frame in self._ctx._loops:
+                frame.node.stop_reason = reason

@@ -1,0 +1,139 @@
+"""The building blocks of a workflow: `parallel` and `loop`.
+
+A step is an `Agent` (one turn), a `ParallelStep`, a `LoopStep`, or a plain function
+`fn(ctx)` (sync or async) for code between turns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from thena_nb.core.types import DEFAULT_MAX_FAILS, DEFAULT_MAX_ITERATIONS
+
+if TYPE_CHECKING:
+    from thena_nb.core.agent import Agent
+
+__all__ = ["LoopStep", "ParallelStep", "Step", "loop", "parallel"]
+
+Step: TypeAlias = "Agent | ParallelStep | LoopStep | Callable[..., Any]"
+
+
+@dataclass(frozen=True, eq=False)
+class ParallelStep:
+    """Branches that run at the same time over the same state (S1–S6)."""
+
+    steps: tuple[Step, ...]
+    kind: Literal["parallel"] = field(default="parallel", init=False)
+
+    def __repr__(self) -> str:
+        return f"parallel([{', '.join(_step_name(s) for s in self.steps)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class LoopStep:
+    """Steps repeated until a condition holds, a limit is reached, or the run stops (S7–S14)."""
+
+    steps: tuple[Step, ...]
+    until: Callable[..., Any]
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    on_exhausted: Callable[..., Any] | None = None
+    max_fails: float = DEFAULT_MAX_FAILS
+    on_fail: Callable[..., Any] | None = None
+    kind: Literal["loop"] = field(default="loop", init=False)
+
+    def __repr__(self) -> str:
+        parts = [f"steps=[{', '.join(_step_name(s) for s in self.steps)}]"]
+        parts.append(f"until={getattr(self.until, 'name', None) or _step_name(self.until)}")
+        if self.max_iterations != DEFAULT_MAX_ITERATIONS:
+            parts.append(f"max_iterations={self.max_iterations}")
+        if self.max_fails != DEFAULT_MAX_FAILS:
+            parts.append(f"max_fails={self.max_fails}")
+        return f"loop({', '.join(parts)})"
+
+
+def parallel(steps: Sequence[Step]) -> ParallelStep:
+    """Run `steps` at the same time, over the same state (S1).
+
+    Every branch reads the history as it was when the block opened (S3); their turns are
+    appended in declaration order (S4); afterwards `ctx.output` and `ctx.turn` are the last
+    declared branch's (S5). A branch that raises cancels its siblings and the block appends
+    nothing (S6).
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel
+        >>> a = Agent("A", model=ScriptedModel(["a"]))
+        >>> b = Agent("B", model=ScriptedModel(["b"]))
+        >>> parallel([a, b])
+        parallel([A, B])
+    """
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
+        raise TypeError(f"`parallel` takes a list of steps, got {steps!r}")
+    return ParallelStep(tuple(steps))
+
+
+def loop(
+    *,
+    steps: Sequence[Step],
+    until: Callable[..., Any],
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    on_exhausted: Callable[..., Any] | None = None,
+    max_fails: float = DEFAULT_MAX_FAILS,
+    on_fail: Callable[..., Any] | None = None,
+) -> LoopStep:
+    """Repeat `steps` until `until` holds (S7–S14).
+
+    When each stop is checked: before every model call, `stop` then `budget`; after every
+    turn, `fails` (the consecutive failure streak reached `max_fails`); after every
+    iteration, `until` and then `exhausted`.
+
+    Args:
+        steps: The steps of one iteration.
+        until: `until(ctx)` or `until(ctx, state)`; truthy stops the loop.
+        max_iterations: Stop with `exhausted` after this many iterations.
+        on_exhausted: Called as `on_exhausted(ctx, iterations)` when the loop is exhausted.
+        max_fails: Stop with `fails` after this many consecutive failed tool calls;
+            `math.inf` turns it off.
+        on_fail: Called as `on_fail(ctx, info)` with a `LoopFailure` for every failed call.
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel
+        >>> agent = Agent("Executor", model=ScriptedModel(["done"]))
+        >>> loop(steps=[agent], until=until_answered, max_iterations=8)
+        loop(steps=[Executor], until=until_answered, max_iterations=8)
+    """
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
+        raise TypeError(f"`loop(steps=...)` takes a list of steps, got {steps!r}")
+    if not callable(until):
+        raise TypeError(f"`loop(until=...)` takes a function of `ctx`, got {until!r}")
+    if not isinstance(max_iterations, int) or max_iterations < 1:
+        raise ValueError(f"`max_iterations` must be a whole number >= 1, got {max_iterations!r}")
+    if not (max_fails == math.inf or (isinstance(max_fails, int) and max_fails >= 1)):
+        raise ValueError(f"`max_fails` must be a whole number >= 1 or `math.inf`, got {max_fails!r}")
+    return LoopStep(
+        tuple(steps),
+        until,
+        max_iterations=max_iterations,
+        on_exhausted=on_exhausted,
+        max_fails=max_fails,
+        on_fail=on_fail,
+    )
+
+
+def _step_name(step: Any) -> str:
+    kind = getattr(step, "kind", None)
+    if kind in ("parallel", "loop"):
+        return str(kind)
+    return str(getattr(step, "name", None) or getattr(step, "__name__", None) or repr(step))
+
+
+def step_name(step: Any) -> str:
+    """The name a step has in step paths: the agent's or function's name, `parallel`, `loop`."""
+    return _step_name(step)
+
+
+def step_path(parent: str, index: int, step: Any) -> str:
+    """The one function that builds step paths: `review/1.loop/0.ExecutorAgent`."""
+    return f"{parent}/{index}.{_step_name(step)}"

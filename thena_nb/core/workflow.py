@@ -1,0 +1,229 @@
+"""`Workflow`: a named list of steps, checked before anything runs."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from thena_nb.core._aio import run_sync
+from thena_nb.core.agent import Agent
+from thena_nb.core.errors import WorkflowDefinitionError
+from thena_nb.core.report import Run
+from thena_nb.core.session import Session
+from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
+from thena_nb.core.stopping import condition_arity, condition_parts
+from thena_nb.core.types import Budget, RetryPolicy
+
+if TYPE_CHECKING:
+    from thena_nb.notebook.stepper import Stepper
+
+__all__ = ["Workflow"]
+
+
+class Workflow:
+    """A named sequence of steps that runs as one unit.
+
+    Args:
+        name: The workflow's name; the root of every step path.
+        steps: Agents, `parallel(...)`, `loop(...)` and plain functions `fn(ctx)`, in order.
+        state: A pydantic model class; each run starts with `state()` and every step and
+            `until(ctx, state)` sees the same object.
+        budget: Run-wide limits (`Budget`).
+        retry: How transient model errors are retried (`RetryPolicy`).
+
+    Raises:
+        WorkflowDefinitionError: The definition is wrong (before any model call, S9).
+
+    Example:
+        >>> from thena_nb.models import ScriptedModel, reply
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two numbers.'''
+        ...     return a + b
+        >>> calc = Agent("Calc", model=ScriptedModel([reply.tool("add", a=2, b=2), "4"]),
+        ...              tools=[add])
+        >>> wf = Workflow("sums", [loop(steps=[calc], until=until_answered)])
+        >>> run = wf.run("What is 2 + 2?")
+        >>> run.output, run.loops[0].stop_reason, run.loops[0].iterations
+        ('4', 'until', 2)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        steps: Sequence[Any],
+        *,
+        state: type[BaseModel] | None = None,
+        budget: Budget | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise WorkflowDefinitionError(
+                f"workflow name must be a non-empty string without '/', got {name!r}"
+            )
+        self.name = name
+        if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: `steps` must be a list of steps, got {steps!r}"
+            )
+        self.steps: list[Any] = list(steps)
+        self.state = state
+        self.budget = budget
+        self.retry = retry or RetryPolicy()
+        if state is not None and not (isinstance(state, type) and issubclass(state, BaseModel)):
+            raise WorkflowDefinitionError(
+                f"workflow {name!r}: `state=` takes a pydantic model class, got {state!r}"
+            )
+        _check_steps(self, self.steps, name, where=f"workflow {name!r}")
+
+    # -- running ------------------------------------------------------------------------
+
+    def session(self, input: str, *, state: Any = None) -> Session:
+        """A `Session` paused before the first turn; `await s.step()` or `await s.run()`."""
+        return Session(self, _text(input), state=state)
+
+    async def arun(self, input: str, *, state: Any = None) -> Run:
+        """Run to the end and return the `Run`.
+
+        Raises:
+            Exception: Whatever ended the run (a model error after retries, an exception in
+                user code), unchanged, with a note naming the step and `exc.run` holding the
+                partial run (status `"failed"`).
+        """
+        s = self.session(input, state=state)
+        return await s.run()
+
+    def run(self, input: str, *, state: Any = None) -> Run:
+        """Run to the end and return the `Run` (sync; also works inside Jupyter)."""
+        return run_sync(self.arun(input, state=state))
+
+    def stepper(self, input: str, *, state: Any = None) -> Stepper:
+        """A `Stepper` widget over a new session of this workflow (needs ipywidgets)."""
+        from thena_nb.notebook.stepper import Stepper
+
+        return Stepper(self.session(input, state=state))
+
+    # -- display ------------------------------------------------------------------------
+
+    def _repr_html_(self) -> str:
+        from thena_nb.core import _html
+
+        return _html.workflow_html(self)
+
+    def __repr__(self) -> str:
+        steps = ", ".join(_describe(s) for s in self.steps)
+        extra = f", state={self.state.__name__}" if self.state is not None else ""
+        return f"Workflow({self.name!r}, [{steps}]{extra})"
+
+
+def _describe(step: Any) -> str:
+    if isinstance(step, (ParallelStep, LoopStep, Agent)):
+        return repr(step)
+    return step_name(step)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _check_steps(wf: Workflow, steps: Sequence[Any], parent: str, *, where: str) -> None:
+    if not steps:
+        raise WorkflowDefinitionError(f"{where}: has no steps; give it at least one step")
+    for i, step in enumerate(steps):
+        path = step_path(parent, i, step) if _is_step(step) else f"{parent}/{i}"
+        _check_step(wf, step, path)
+
+
+def _is_step(step: Any) -> bool:
+    return isinstance(step, (Agent, ParallelStep, LoopStep)) or (
+        callable(step) and not isinstance(step, type)
+    )
+
+
+def _check_step(wf: Workflow, step: Any, path: str) -> None:
+    if isinstance(step, Agent):
+        _check_agent(wf, step, path)
+    elif isinstance(step, ParallelStep):
+        _check_steps(wf, step.steps, path, where=f"parallel block {path!r}")
+        names = [s.name for s in step.steps if isinstance(s, Agent)]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise WorkflowDefinitionError(
+                f"parallel block {path!r}: agent {dupes[0]!r} appears twice; branches write "
+                f"under their agent's name, so give each branch its own agent"
+            )
+    elif isinstance(step, LoopStep):
+        _check_loop(wf, step, path)
+    elif _is_step(step):
+        _check_function(step, path)
+    else:
+        raise WorkflowDefinitionError(
+            f"{path!r}: {step!r} is not a step; a step is an `Agent`, `parallel([...])`, "
+            f"`loop(...)` or a function `fn(ctx)`"
+        )
+
+
+def _check_agent(wf: Workflow, agent: Agent, path: str) -> None:
+    model = agent.model
+    if model is None or not callable(getattr(model, "respond", None)):
+        raise WorkflowDefinitionError(
+            f"agent {path!r} has no model (got {model!r}); pass `model=` to `Agent`, "
+            f"e.g. `ScriptedModel([...])` offline or `AnthropicModel(...)`"
+        )
+    if agent.output_field is not None:
+        if wf.state is None:
+            raise WorkflowDefinitionError(
+                f"agent {path!r} has `output_field={agent.output_field!r}`, but workflow "
+                f"{wf.name!r} has no `state=`. Pass a state class with that field."
+            )
+        if agent.output_field not in wf.state.model_fields:
+            raise WorkflowDefinitionError(
+                f"agent {path!r}: `output_field={agent.output_field!r}` is not a field of "
+                f"{wf.state.__name__}; its fields are {sorted(wf.state.model_fields)}"
+            )
+
+
+def _check_loop(wf: Workflow, step: LoopStep, path: str) -> None:
+    _check_steps(wf, step.steps, path, where=f"loop {path!r}")
+    for part in condition_parts(step.until):
+        required, accepted = condition_arity(part)
+        label = getattr(part, "name", None) or getattr(part, "__name__", repr(part))
+        if required > 2 or accepted == 0:
+            raise WorkflowDefinitionError(
+                f"loop {path!r}: `until` ({label}) must take `ctx` or `ctx, state`; "
+                f"it takes {required} required parameters"
+            )
+        if required == 2 and wf.state is None:
+            # S9: caught from the function's arity before the run starts.
+            raise WorkflowDefinitionError(
+                f"loop {path!r}: `until` ({label}) takes a state parameter, but workflow "
+                f"{wf.name!r} has no `state=`. Pass `state=YourState` to `Workflow`, or drop "
+                f"the parameter."
+            )
+    for hook_name in ("on_fail", "on_exhausted"):
+        hook: Callable[..., Any] | None = getattr(step, hook_name)
+        if hook is not None:
+            required, accepted = condition_arity(hook)
+            if required > 2 or accepted < 2:
+                raise WorkflowDefinitionError(
+                    f"loop {path!r}: `{hook_name}` is called with two arguments "
+                    f"(`ctx, {'info' if hook_name == 'on_fail' else 'iterations'}`); "
+                    f"{getattr(hook, '__name__', hook)!r} takes {accepted}"
+                )
+
+
+def _check_function(fn: Callable[..., Any], path: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None)
+    except TypeError:
+        raise WorkflowDefinitionError(
+            f"function step {path!r} must take one argument, `ctx`; its signature is "
+            f"{getattr(fn, '__name__', 'fn')}{sig}"
+        ) from None

@@ -1,0 +1,50 @@
+"""`FunctionModel`: an offline model whose replies come from your function."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.models.scripted import as_reply
+
+__all__ = ["FunctionModel"]
+
+
+class FunctionModel:
+    """A model that calls `fn(request)` for every reply.
+
+    `fn` returns a `Reply`, a `str` (a text answer) or `reply.error(exc)`, or raises; it may
+    be sync (run in a worker thread) or async. Every request is kept in `.requests`.
+
+    Example:
+        >>> from thena_nb.models import FunctionModel, reply
+        >>> def echo(request):
+        ...     return "You said: " + request.messages[-1].content
+        >>> FunctionModel(echo)
+        FunctionModel(echo)
+    """
+
+    def __init__(self, fn: Callable[[ModelRequest], Any], *, name: str = "function") -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionModel needs a function of the request, got {fn!r}")
+        self.fn = fn
+        self.name = name
+        self.requests: list[ModelRequest] = []
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    async def respond(self, request: ModelRequest) -> Reply:
+        """Call the function and turn what it returns into a `Reply`."""
+        self.requests.append(request)
+        if self._is_async:
+            value = await self.fn(request)
+        else:
+            value = await asyncio.to_thread(self.fn, request)
+        return as_reply(value, where=f"FunctionModel {self.name!r}")
+
+    def __repr__(self) -> str:
+        label = getattr(self.fn, "__name__", repr(self.fn))
+        extra = f", name={self.name!r}" if self.name != "function" else ""
+        return f"FunctionModel({label}{extra})"
