@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,7 +32,5 @@ def note_once(exc: BaseException, note: str) -> None:
     """Add `note` to `exc` unless an inner step already said where it was raised."""
     if not getattr(exc, "_thena_noted", False):
         exc.add_note(note)
-        try:
+        with contextlib.suppress(AttributeError):
             exc._thena_noted = True  # type: ignore[attr-defined]
-        except AttributeError:
-            pass

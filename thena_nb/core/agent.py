@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent"]
 
+
 class Agent:
     """An LLM agent: a model, a system prompt and tools. As a step it takes one turn.
 
@@ -111,7 +112,10 @@ class Agent:
         return Agent(name, **fields)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
-        parts = [repr(self.name), f"model={getattr(self.model, 'name', type(self.model).__name__)!r}"]
+        parts = [
+            repr(self.name),
+            f"model={getattr(self.model, 'name', type(self.model).__name__)!r}",
+        ]
         if self.tools:
             parts.append(f"tools={[t.name for t in self.tools]!r}")
         return f"Agent({', '.join(parts)})"
@@ -221,8 +225,7 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
         branch=scope.branch,
         info=info,
         tool_calls=finished,
-        finish_reason=reply.finish_reason
-        or ("tool_use" if reply.tool_calls else "end_turn"),
+        finish_reason=reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn"),
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
         cache_read_tokens=reply.cache_read_tokens,
@@ -364,4 +367,3 @@ def _write_state(ctx: Context, field: str, value: str, agent: str) -> None:
         state[field] = value
     else:
         setattr(state, field, value)
-

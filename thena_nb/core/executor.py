@@ -48,7 +48,9 @@ async def run_step(
                 raise
             return True
         case ParallelStep():
-            node = ReportNode.model_construct(**_node_fields("parallel", "parallel", path, iteration))
+            node = ReportNode.model_construct(
+                **_node_fields("parallel", "parallel", path, iteration)
+            )
             parent.children.append(node)
             return await run_parallel(step, ctx, node)
         case LoopStep():
@@ -67,7 +69,7 @@ async def run_step(
             await run_function(step, ctx, node)
             return True
         case _:
-            assert_never(step)  # type: ignore[arg-type]
+            assert_never(step)
 
 
 def _node_fields(kind: str, name: str, path: str, iteration: int | None) -> dict[str, Any]:
@@ -112,7 +114,7 @@ async def run_parallel(step: ParallelStep, ctx: Context, node: ReportNode) -> bo
     if control.checkpoint is not None and parent.branch is None:
         await control.checkpoint()  # a parallel block is one step for a paused session
     branches: list[tuple[Context, ReportNode]] = []
-    for b, sub in enumerate(step.steps):
+    for b in range(len(step.steps)):
         scope = Scope(
             history=list(parent.history),  # S3: every branch reads the history as it was
             turns=list(parent.turns),
@@ -215,7 +217,9 @@ async def run_loop(step: LoopStep, ctx: Context, node: ReportNode) -> bool:
             try:
                 ran = await run_steps(step.steps, ctx, node, iteration=frame.iteration)
             finally:
-                node.iterations = frame.iteration if _iteration_ran(node, frame) else frame.iteration - 1
+                node.iterations = (
+                    frame.iteration if _iteration_ran(node, frame) else frame.iteration - 1
+                )
             ran_any = ran_any or ran
             # After every iteration: `until`, then `exhausted` (S14: until wins on the last).
             if _check_until(step, ctx, frame):

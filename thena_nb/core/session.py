@@ -156,7 +156,9 @@ class Session:
         return self._ctx
 
     def __repr__(self) -> str:
-        state = "done" if self.done else "paused" if self.paused else "running" if self.task else "new"
+        state = (
+            "done" if self.done else "paused" if self.paused else "running" if self.task else "new"
+        )
         return f"Session({self.workflow.name!r}, {state}, turns={len(self.result.turns)})"
 
     # -- the executor's side ------------------------------------------------------------
@@ -193,7 +195,9 @@ class Session:
     def _after_turn(self, turn: Turn) -> None:
         control = self._control
         if control.subscribers:
-            control.emit(Event(kind="turn_finished", path=turn.step_path, agent=turn.agent, turn=turn))
+            control.emit(
+                Event(kind="turn_finished", path=turn.step_path, agent=turn.agent, turn=turn)
+            )
         if self._mode == "run" and self.breakpoints:
             for bp in self.breakpoints:
                 if bp(turn):

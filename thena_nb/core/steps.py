@@ -111,7 +111,9 @@ def loop(
     if not isinstance(max_iterations, int) or max_iterations < 1:
         raise ValueError(f"`max_iterations` must be a whole number >= 1, got {max_iterations!r}")
     if not (max_fails == math.inf or (isinstance(max_fails, int) and max_fails >= 1)):
-        raise ValueError(f"`max_fails` must be a whole number >= 1 or `math.inf`, got {max_fails!r}")
+        raise ValueError(
+            f"`max_fails` must be a whole number >= 1 or `math.inf`, got {max_fails!r}"
+        )
     return LoopStep(
         tuple(steps),
         until,

@@ -80,7 +80,7 @@ class Condition:
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
         self._fn = fn
-        self.name = name or getattr(fn, "__name__", repr(fn))
+        self.name: str = name or str(getattr(fn, "__name__", None) or repr(fn))
         self.arity = condition_arity(fn)
         self._accepted = self.arity[1]
         self.parts: tuple[Callable[..., Any], ...] = ()
@@ -107,7 +107,7 @@ class Condition:
 
 
 def _name(fn: Callable[..., Any]) -> str:
-    return fn.name if isinstance(fn, Condition) else getattr(fn, "__name__", repr(fn))
+    return fn.name if isinstance(fn, Condition) else str(getattr(fn, "__name__", None) or fn)
 
 
 def _compose(op: str, a: Callable[..., Any], b: Callable[..., Any]) -> Condition:

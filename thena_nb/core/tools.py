@@ -176,9 +176,7 @@ def error_observation(
     return f"Error: tool {tool_name!r} {shown} raised {type(exc).__name__}: {exc}"
 
 
-async def run_tool_call(
-    call: ToolCall, tools: Mapping[str, Tool], ctx: Context | None
-) -> ToolCall:
+async def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], ctx: Context | None) -> ToolCall:
     """Run one call against `tools` and return the finished call; never raises for a
     failure of the tool itself (it becomes the call's `error`)."""
     t = tools.get(call.name)
@@ -219,9 +217,7 @@ def _signature_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[Base
         annotation = hints.get(p.name, Any if p.annotation is p.empty else p.annotation)
         default = ... if p.default is p.empty else p.default
         fields[p.name] = (annotation, default)
-    model = create_model(  # type: ignore[call-overload]
-        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     return takes_ctx, model
 
 

@@ -160,7 +160,9 @@ class HistoryView(Sequence[_T], Generic[_T]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(other) == self._length and all(a == b for a, b in zip(self, other))
+            return len(other) == self._length and all(
+                a == b for a, b in zip(self, other, strict=True)
+            )
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

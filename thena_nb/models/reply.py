@@ -53,13 +53,14 @@ def tool(
     arguments: Mapping[str, Any] | None = None,
     /,
     *,
-    text: str = "",
     finish_reason: str | None = None,
     input_tokens: int = 0,
     output_tokens: int = 0,
     **kw_arguments: Any,
 ) -> Reply:
     """One native tool call; arguments as a dict or as keywords.
+
+    For text beside the call, use `reply.calls([(name, arguments)], text=...)`.
 
     Example:
         >>> reply.tool("get_weather", {"city": "Lisbon"}).tool_calls[0].arguments
@@ -69,7 +70,6 @@ def tool(
     args.update(kw_arguments)
     return calls(
         [(name, args)],
-        text=text,
         finish_reason=finish_reason,
         input_tokens=input_tokens,
         output_tokens=output_tokens,

@@ -25,9 +25,7 @@ def as_reply(item: Any, *, where: str) -> Reply:
         return text_reply(item)
     if isinstance(item, ErrorReply):
         raise item.exc
-    raise TypeError(
-        f"{where}: expected a `Reply`, a `str` or `reply.error(...)`, got {item!r}"
-    )
+    raise TypeError(f"{where}: expected a `Reply`, a `str` or `reply.error(...)`, got {item!r}")
 
 
 class ScriptedModel:

@@ -1,0 +1,188 @@
+"""`Session`: step, run, stop, breakpoints, events — the one driver of every run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from helpers import add_call, calc, fail_call
+
+from thena_nb import Agent, Event, Workflow, loop, parallel, until_answered
+from thena_nb.models import ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+def looped(replies: list[object], **kw: object) -> Workflow:
+    return Workflow("w", [loop(steps=[calc(replies)], until=until_answered, **kw)])  # type: ignore[arg-type]
+
+
+async def test_a_new_session_does_nothing_until_the_first_step() -> None:
+    model = ScriptedModel(["x"])
+    s = Workflow("w", [Agent("A", model=model)]).session("go")
+    await asyncio.sleep(0.01)
+    assert model.requests == [] and s.task is None
+    assert s.result.status == "running" and s.result.turns == []
+
+
+async def test_step_returns_each_turn_then_none() -> None:
+    s = looped([add_call(), add_call(), "done"]).session("go")
+    turns = []
+    while (turn := await s.step()) is not None:
+        turns.append(turn.index)
+        assert s.paused or s.done
+    assert turns == [0, 1, 2]
+    assert s.done and s.result.status == "finished"
+    assert await s.step() is None
+
+
+async def test_step_returns_after_the_checks_that_follow_the_turn() -> None:
+    s = looped([fail_call(), fail_call(), "unused"], max_fails=2).session("go")
+    await s.step()
+    assert s.result.loops[0].stop_reason is None
+    await s.step()
+    assert s.done
+    assert s.result.loops[0].stop_reason == "fails"
+
+
+async def test_a_parallel_block_is_one_step() -> None:
+    a = Agent("A", model=ScriptedModel(["a"]))
+    b = Agent("B", model=ScriptedModel(["b"]))
+    c = Agent("C", model=ScriptedModel(["c"]))
+    s = Workflow("w", [parallel([a, b]), c]).session("go")
+    first = await s.step()
+    assert first is not None and first.agent == "B"
+    assert [t.agent for t in s.result.turns] == ["A", "B"]
+    second = await s.step()
+    assert second is not None and second.agent == "C"
+
+
+async def test_stop_while_paused_makes_no_further_model_call() -> None:
+    model = ScriptedModel([add_call()] * 5)
+    wf = Workflow(
+        "w", [loop(steps=[Agent("A", model=model, tools=calc([]).tools)], until=until_answered)]
+    )
+    s = wf.session("go")
+    await s.step()
+    s.stop()
+    assert s.result.status == "stopped"
+    assert s.result.loops[0].stop_reason == "stop"
+    run = await s.run()
+    assert run.status == "stopped" and s.done
+    assert len(model.requests) == 1 and len(run.turns) == 1
+
+
+async def test_stop_before_start() -> None:
+    s = looped(["x"]).session("go")
+    s.stop()
+    assert s.done and s.result.status == "stopped"
+    assert await s.step() is None
+
+
+async def test_stop_while_running_takes_effect_after_the_turn_in_flight() -> None:
+    model = ScriptedModel([add_call()] * 10, delay=0.03)
+    agent = Agent("A", model=model, tools=calc([]).tools)
+    s = Workflow("w", [loop(steps=[agent], until=until_answered)]).session("go")
+    task = asyncio.ensure_future(s.run())
+    await asyncio.sleep(0.05)
+    s.stop()
+    run = await task
+    assert run.status == "stopped"
+    assert len(run.turns) == len(model.requests) == 2
+    assert run.loops[0].stop_reason == "stop"
+
+
+async def test_stop_mid_parallel_lets_the_block_finish_its_turns() -> None:
+    """A stop requested while a parallel block runs keeps both branches' turns."""
+    a = Agent("A", model=ScriptedModel(["a"], delay=0.05))
+    b = Agent("B", model=ScriptedModel(["b"], delay=0.05))
+    after = Agent("After", model=ScriptedModel(["never"]))
+    s = Workflow("w", [parallel([a, b]), after]).session("go")
+    task = asyncio.ensure_future(s.run())
+    await asyncio.sleep(0.02)
+    s.stop()
+    run = await task
+    assert run.status == "stopped"
+    assert [t.agent for t in run.turns] == ["A", "B"]
+
+
+async def test_ctx_stop_from_a_tool() -> None:
+    from thena_nb import Context, tool
+
+    @tool
+    def give_up(ctx: Context) -> str:
+        """Stop the run."""
+        ctx.stop()
+        return "stopping"
+
+    model = ScriptedModel(
+        [
+            add_call(),
+            __import__("thena_nb.models", fromlist=["reply"]).reply.tool("give_up"),
+            "never",
+        ]
+    )
+    agent = Agent("A", model=model, tools=[*calc([]).tools, give_up])
+    run = await Workflow("w", [loop(steps=[agent], until=until_answered)]).arun("go")
+    assert run.status == "stopped" and len(run.turns) == 2
+    assert run.turns[1].tool_calls[0].result == "stopping"
+    assert run.loops[0].stop_reason == "stop"
+
+
+async def test_breakpoints_pause_a_running_session() -> None:
+    s = looped([add_call(), fail_call(), add_call(), "done"]).session("go")
+    s.breakpoints.append(lambda turn: turn.info.tool_error)
+    run = await s.run()
+    assert not s.done and len(run.turns) == 2
+    assert s.breakpoint_hit is not None and s.breakpoint_hit.index == 1
+    run = await s.run()
+    assert s.done and len(run.turns) == 4 and run.status == "finished"
+
+
+async def test_events_in_order() -> None:
+    events: list[Event] = []
+    s = looped([add_call(), "done"]).session("go")
+    s.subscribe(events.append)
+    await s.run()
+    kinds = [e.kind for e in events]
+    assert kinds == [
+        "turn_started",
+        "tool_started",
+        "tool_finished",
+        "turn_finished",
+        "turn_started",
+        "turn_finished",
+        "loop_stopped",
+        "run_finished",
+    ]
+    assert events[3].turn is not None and events[3].turn.index == 0
+    assert events[6].stop_reason == "until" and events[6].path == "w/0.loop"
+
+
+async def test_unsubscribe() -> None:
+    events: list[Event] = []
+    s = looped(["done"]).session("go")
+    off = s.subscribe(events.append)
+    off()
+    await s.run()
+    assert events == []
+
+
+async def test_result_is_readable_while_paused() -> None:
+    s = looped([add_call(), add_call(), "done"]).session("go")
+    await s.step()
+    run = s.result
+    assert run.status == "running" and len(run.turns) == 1
+    assert run.usage.model_calls == 1 and run.usage.tool_calls == 1
+    assert repr(s) == "Session('w', paused, turns=1)"
+
+
+async def test_a_failing_step_raises_from_step_and_keeps_the_run() -> None:
+    s = looped([add_call()]).session("go")
+    await s.step()
+    from thena_nb.core.errors import ScriptExhaustedError
+
+    with pytest.raises(ScriptExhaustedError) as info:
+        await s.step()
+    assert info.value.run is s.result  # type: ignore[attr-defined]
+    assert s.done and s.result.status == "failed"

@@ -1,0 +1,44 @@
+"""The public names are exactly DESIGN.md's lists."""
+
+from __future__ import annotations
+
+import thena_nb
+import thena_nb.models
+import thena_nb.rescue
+
+CORE = {
+    "Agent", "tool", "Workflow", "Context", "Run", "Session", "Budget",
+    "parallel", "loop", "ParallelStep", "LoopStep",
+    "until_answered", "called_tool", "turn_of", "was_exhausted",
+    "max_tool_calls", "until_finish_reason", "until_text", "stuck", "keep_first_and_recent",
+    "DEFAULT_MAX_ITERATIONS", "DEFAULT_MAX_FAILS",
+    "TurnInfo", "Turn", "ToolCall", "Message", "LoopFailure", "LoopStopReason",
+    "ThenaError", "WorkflowDefinitionError", "ModelError", "Usage", "ReportNode", "Event",
+}  # fmt: skip
+LATER = {"frames", "runs", "grid"}
+MODELS = {
+    "ScriptedModel", "FunctionModel", "AnthropicModel", "OpenAICompatModel", "reply", "Model",
+    "ModelRequest", "ToolSpec", "Reply", "RetryPolicy", "TransientModelError", "ModelError",
+}  # fmt: skip
+
+
+def test_thena_nb_all() -> None:
+    exported = set(thena_nb.__all__)
+    assert exported >= CORE
+    assert exported - CORE <= LATER
+    for name in thena_nb.__all__:
+        assert hasattr(thena_nb, name), name
+
+
+def test_models_all() -> None:
+    assert set(thena_nb.models.__all__) == MODELS
+    for name in MODELS:
+        assert getattr(thena_nb.models, name) is not None
+
+
+def test_rescue_all() -> None:
+    assert thena_nb.rescue.__all__ == ["rescue_tool_calls"]
+
+
+def test_defaults() -> None:
+    assert (thena_nb.DEFAULT_MAX_ITERATIONS, thena_nb.DEFAULT_MAX_FAILS) == (10, 5)
