@@ -15,7 +15,16 @@ from thena_nb.core.errors import TransientModelError
 from thena_nb.core.history import HistoryProcessor
 from thena_nb.core.model import Model, ModelRequest, Reply, ToolSpec
 from thena_nb.core.tools import Tool, error_observation, run_tool_call, tool
-from thena_nb.core.types import HistoryView, LoopFailure, Message, ToolCall, Turn, TurnInfo
+from thena_nb.core.types import (
+    HistoryView,
+    LoopFailure,
+    Message,
+    ToolCall,
+    Turn,
+    TurnInfo,
+    construct,
+)
+from thena_nb.core.types import finished as finished_call
 
 if TYPE_CHECKING:
     from thena_nb.core.context import Context, LoopFrame
@@ -149,13 +158,16 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
         def on_delta(text: str) -> None:
             control.emit(Event(kind="text_delta", path=path, agent=agent.name, text=text))
 
-    request = ModelRequest.model_construct(
-        agent=agent.name,
-        system=agent.system,
-        messages=messages,
-        tools=agent._specs,
-        max_tokens=agent.max_tokens,
-        on_text_delta=on_delta,
+    request = construct(
+        ModelRequest,
+        {
+            "agent": agent.name,
+            "system": agent.system,
+            "messages": messages,
+            "tools": agent._specs,
+            "max_tokens": agent.max_tokens,
+            "on_text_delta": on_delta,
+        },
     )
     started_at = datetime.now(UTC)
     t0 = time.perf_counter()
@@ -165,75 +177,95 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
         node.error = f"{type(exc).__name__}: {exc}"
         note_once(exc, f"in turn {index} of agent {agent.name!r} at {path!r}")
         raise
-    usage = control.run.usage
-    usage.input_tokens += reply.input_tokens
-    usage.output_tokens += reply.output_tokens
-    usage.cache_read_tokens += reply.cache_read_tokens
-    usage.cache_write_tokens += reply.cache_write_tokens
+    # Usage is a running tally the executor owns; bypass pydantic's per-field __setattr__.
+    tally = control.run.usage.__dict__
+    if reply.input_tokens or reply.output_tokens:
+        tally["input_tokens"] += reply.input_tokens
+        tally["output_tokens"] += reply.output_tokens
+    if reply.cache_read_tokens or reply.cache_write_tokens:
+        tally["cache_read_tokens"] += reply.cache_read_tokens
+        tally["cache_write_tokens"] += reply.cache_write_tokens
 
     calls = _calls_of(agent, reply, control)
-    scope.history.append(
-        Message.model_construct(
-            role="assistant",
-            content=reply.text,
-            agent=agent.name,
-            tool_calls=calls,
-            tool_call_id=None,
-            is_error=False,
+    history = scope.history
+    history.append(
+        construct(
+            Message,
+            {
+                "role": "assistant",
+                "content": reply.text,
+                "agent": agent.name,
+                "tool_calls": calls,
+                "tool_call_id": None,
+                "is_error": False,
+            },
         )
     )
     finished = await _run_tools(agent, calls, ctx) if calls else []
-    usage.tool_calls += len(finished)
+    tally["tool_calls"] += len(finished)
     for call in finished:
-        scope.history.append(
-            Message.model_construct(
-                role="tool",
-                content=(call.result if call.ok else call.error) or "",
-                agent=agent.name,
-                tool_calls=[],
-                tool_call_id=call.id,
-                is_error=not call.ok,
+        history.append(
+            construct(
+                Message,
+                {
+                    "role": "tool",
+                    "content": (call.result if call.ok else call.error) or "",
+                    "agent": agent.name,
+                    "tool_calls": [],
+                    "tool_call_id": call.id,
+                    "is_error": not call.ok,
+                },
             )
         )
 
     failures = _count_failures(ctx._loops, finished)
     if finished:
         last = finished[-1]
-        info = TurnInfo.model_construct(
-            called_tool=True,
-            tool_name=last.name,
-            tool_error=any(not c.ok for c in finished),
-            tool_call_source=last.source,
-            response=reply.text,
+        info = construct(
+            TurnInfo,
+            {
+                "called_tool": True,
+                "tool_name": last.name,
+                "tool_error": not all(c.ok for c in finished),
+                "tool_call_source": last.source,
+                "response": reply.text,
+            },
         )
     else:
-        info = TurnInfo.model_construct(
-            called_tool=False,
-            tool_name=None,
-            tool_error=None,
-            tool_call_source=None,
-            response=reply.text,
+        info = construct(
+            TurnInfo,
+            {
+                "called_tool": False,
+                "tool_name": None,
+                "tool_error": None,
+                "tool_call_source": None,
+                "response": reply.text,
+            },
         )
     loops = ctx._loops
     inner = loops[-1] if loops else None
-    turn = Turn.model_construct(
-        index=index,
-        step_path=path,
-        agent=agent.name,
-        model=getattr(agent.model, "name", ""),
-        iteration=inner.iteration if inner else None,
-        branch=scope.branch,
-        info=info,
-        tool_calls=finished,
-        finish_reason=reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn"),
-        input_tokens=reply.input_tokens,
-        output_tokens=reply.output_tokens,
-        cache_read_tokens=reply.cache_read_tokens,
-        cache_write_tokens=reply.cache_write_tokens,
-        attempts=attempts,
-        consecutive_fails=inner.consecutive if inner else 0,
-        started_at=started_at,
-        duration_s=time.perf_counter() - t0,
+    turn = construct(
+        Turn,
+        {
+            "index": index,
+            "step_path": path,
+            "agent": agent.name,
+            "model": getattr(agent.model, "name", ""),
+            "iteration": inner.iteration if inner else None,
+            "branch": scope.branch,
+            "info": info,
+            "tool_calls": finished,
+            "finish_reason": reply.finish_reason
+            or ("tool_use" if reply.tool_calls else "end_turn"),
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "cache_read_tokens": reply.cache_read_tokens,
+            "cache_write_tokens": reply.cache_write_tokens,
+            "attempts": attempts,
+            "consecutive_fails": inner.consecutive if inner else 0,
+            "started_at": started_at,
+            "duration_s": time.perf_counter() - t0,
+        },
     )
     # S28: the turn is recorded before anything else can run.
     scope.turns.append(turn)
@@ -267,11 +299,11 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
 async def _call_model(model: Model, request: ModelRequest, control: Any) -> tuple[Reply, int]:
     """One model call with the executor's retries (S25); returns the reply and attempts."""
     policy = control.retry
-    usage = control.run.usage
+    tally = control.run.usage.__dict__
     attempt = 0
     while True:
         attempt += 1
-        usage.model_calls += 1
+        tally["model_calls"] += 1
         try:
             return await model.respond(request), attempt
         except TransientModelError as exc:
@@ -294,17 +326,16 @@ def _calls_of(agent: Agent, reply: Reply, control: Any) -> list[ToolCall]:
     calls: list[ToolCall] = []
     for call in scan.calls:
         control.rescue_seq += 1
-        calls.append(call.model_copy(update={"id": f"rescued-{control.rescue_seq}"}))
+        calls.append(finished_call(call, id=f"rescued-{control.rescue_seq}"))
     for call in scan.refused:
         control.rescue_seq += 1
         calls.append(
-            call.model_copy(
-                update={
-                    "id": f"rescued-{control.rescue_seq}",
-                    "source": "rescued",
-                    "ok": False,
-                    "error": error_observation(call.name, call.arguments, reason=call.error),
-                }
+            finished_call(
+                call,
+                id=f"rescued-{control.rescue_seq}",
+                source="rescued",
+                ok=False,
+                error=error_observation(call.name, call.arguments, reason=call.error),
             )
         )
     return calls
@@ -346,13 +377,16 @@ def _count_failures(
                 continue
             frame.consecutive += 1
             frame.total += 1
-            failure = LoopFailure.model_construct(
-                consecutive=frame.consecutive,
-                total=frame.total,
-                tool_name=call.name,
-                message=call.error or "",
+            failure = construct(
+                LoopFailure,
+                {
+                    "consecutive": frame.consecutive,
+                    "total": frame.total,
+                    "tool_name": call.name,
+                    "message": call.error or "",
+                },
             )
-            frame.node.failures = failure
+            frame.node.__dict__["failures"] = failure
             out.append((frame, failure))
     return out
 

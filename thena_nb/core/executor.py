@@ -13,6 +13,7 @@ from thena_nb.core.context import Context, LoopFrame, Scope
 from thena_nb.core.report import ReportNode
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
 from thena_nb.core.stopping import Condition, condition_arity
+from thena_nb.core.types import construct
 
 __all__ = ["run_steps"]
 
@@ -38,7 +39,7 @@ async def run_step(
     """Run one step; returns whether a turn or function step ran."""
     match step:
         case Agent():
-            node = ReportNode.model_construct(**_node_fields("agent", step.name, path, iteration))
+            node = construct(ReportNode, _node_fields("agent", step.name, path, iteration))
             parent.children.append(node)
             try:
                 await take_turn(step, ctx, node)
@@ -48,23 +49,17 @@ async def run_step(
                 raise
             return True
         case ParallelStep():
-            node = ReportNode.model_construct(
-                **_node_fields("parallel", "parallel", path, iteration)
-            )
+            node = construct(ReportNode, _node_fields("parallel", "parallel", path, iteration))
             parent.children.append(node)
             return await run_parallel(step, ctx, node)
         case LoopStep():
-            node = ReportNode.model_construct(
-                **_node_fields("loop", "loop", path, iteration),
-            )
+            node = construct(ReportNode, _node_fields("loop", "loop", path, iteration))
             node.max_iterations = step.max_iterations
             node.max_fails = step.max_fails
             parent.children.append(node)
             return await run_loop(step, ctx, node)
         case _ if callable(step):
-            node = ReportNode.model_construct(
-                **_node_fields("function", step_name(step), path, iteration)
-            )
+            node = construct(ReportNode, _node_fields("function", step_name(step), path, iteration))
             parent.children.append(node)
             await run_function(step, ctx, node)
             return True
@@ -122,7 +117,7 @@ async def run_parallel(step: ParallelStep, ctx: Context, node: ReportNode) -> bo
             base_messages=len(parent.history),
             branch=b,
         )
-        holder = ReportNode.model_construct(**_node_fields("parallel", "parallel", node.path, None))
+        holder = construct(ReportNode, _node_fields("parallel", "parallel", node.path, None))
         branches.append((ctx.branch(scope), holder))
 
     async def run_branch(b: int) -> bool:
@@ -210,16 +205,17 @@ async def run_loop(step: LoopStep, ctx: Context, node: ReportNode) -> bool:
     """S7–S14: iterate until `until`, `exhausted`, `fails`, `budget` or `stop`."""
     frame = LoopFrame(step=step, node=node, path=node.path)
     ctx._loops.append(frame)
-    ran_any = False
+    ran_any = ran = False
     try:
         while True:
             frame.iteration += 1
             try:
                 ran = await run_steps(step.steps, ctx, node, iteration=frame.iteration)
+            except BaseException:
+                ran = _iteration_ran(node, frame)
+                raise
             finally:
-                node.iterations = (
-                    frame.iteration if _iteration_ran(node, frame) else frame.iteration - 1
-                )
+                node.__dict__["iterations"] = frame.iteration if ran else frame.iteration - 1
             ran_any = ran_any or ran
             # After every iteration: `until`, then `exhausted` (S14: until wins on the last).
             if _check_until(step, ctx, frame):

@@ -13,7 +13,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from thena_nb.core.model import ToolSpec
-from thena_nb.core.types import ToolCall
+from thena_nb.core.types import ToolCall, finished
 
 if typing.TYPE_CHECKING:
     from thena_nb.core.context import Context
@@ -62,8 +62,7 @@ class Tool:
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate `arguments` against the signature; raises `pydantic.ValidationError`."""
-        model = self._args_model.model_validate(dict(arguments))
-        return {k: getattr(model, k) for k in type(model).model_fields}
+        return dict(self._args_model.model_validate(arguments).__dict__)
 
     async def call(self, ctx: Context | None, arguments: Mapping[str, Any]) -> str:
         """Validate and run the tool once, returning its result as text."""
@@ -182,21 +181,21 @@ async def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], ctx: Context 
     t = tools.get(call.name)
     if t is None:
         error = error_observation(call.name, call.arguments, available=list(tools))
-        return call.model_copy(update={"ok": False, "error": error})
+        return finished(call, ok=False, error=error)
     retries = 0
     while True:
         try:
             result = await t.call(ctx, call.arguments)
         except ValidationError as exc:
             error = error_observation(call.name, call.arguments, exc=exc)
-            return call.model_copy(update={"ok": False, "error": error, "retries": retries})
+            return finished(call, ok=False, error=error, retries=retries)
         except Exception as exc:
             if retries < t.retries:
                 retries += 1
                 continue
             error = error_observation(call.name, call.arguments, exc=exc)
-            return call.model_copy(update={"ok": False, "error": error, "retries": retries})
-        return call.model_copy(update={"ok": True, "result": result, "retries": retries})
+            return finished(call, ok=False, error=error, retries=retries)
+        return finished(call, ok=True, result=result, retries=retries)
 
 
 def _signature_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseModel]]:
@@ -236,6 +235,8 @@ def _doc(fn: Callable[..., Any]) -> str:
 def _to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
+    if type(value) in (int, float):
+        return json.dumps(value)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:

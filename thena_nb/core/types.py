@@ -43,6 +43,38 @@ RunStatus = Literal["running", "finished", "stopped", "budget", "failed"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
+_M = TypeVar("_M", bound=BaseModel)
+_new = object.__new__
+_FIELDS_SET: dict[type[BaseModel], set[str]] = {}
+_set = object.__setattr__
+
+
+def construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Build a record from values the executor already knows are valid, skipping validation.
+
+    `values` must hold every field. This is `model_construct` without its per-field default
+    handling, which costs more than the rest of a turn; it is used on the per-turn hot path.
+    """
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    # Every field is set, so one shared set per class serves them all: adding a name that
+    # is already there (pydantic does on assignment) changes nothing, and each record saves
+    # an allocation the garbage collector would otherwise scan on every pass.
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+def finished(call: ToolCall, **update: Any) -> ToolCall:
+    """`call` with its outcome filled in (a copy; records are shared, never changed)."""
+    values = dict(call.__dict__)
+    values.update(update)
+    return construct(ToolCall, values)
+
 
 class ToolCall(BaseModel):
     """One tool call, native or rescued, with its outcome once it has run."""

@@ -1,0 +1,98 @@
+"""W1: the executor's overhead per turn on a tool loop, and peak memory.
+
+The model asks for `add(a=i, b=1)` N-1 times, then answers; `ScriptedModel` answers at
+once, so what is measured is the executor (history, records, tools, checks) per turn.
+
+    python benchmarks/turn_overhead.py            # N = 20, 200, 2,000
+    python benchmarks/turn_overhead.py --quick    # fewer repeats
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+from thena_nb import Agent, Workflow, loop, tool, until_answered
+from thena_nb.models import ScriptedModel, reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def tool_loop(n: int) -> Workflow:
+    """A workflow whose loop makes exactly `n` model calls and `n - 1` tool calls."""
+    replies: list[Any] = [reply.tool("add", a=i, b=1) for i in range(n - 1)]
+    replies.append("done")
+    agent = Agent("Calc", model=ScriptedModel(replies), tools=[add], rescue=False)
+    return Workflow("bench", [loop(steps=[agent], until=until_answered, max_iterations=n)])
+
+
+def measure(n: int, repeats: int) -> dict[str, float]:
+    wf = tool_loop(n)
+
+    async def once() -> float:
+        t0 = time.perf_counter()
+        run = await wf.arun("go")
+        elapsed = time.perf_counter() - t0
+        assert run.usage.model_calls == n and run.usage.tool_calls == n - 1, run.usage
+        return elapsed
+
+    async def all_runs() -> list[float]:
+        for _ in range(max(1, repeats // 5)):  # warm-up
+            await once()
+        out = []
+        for _ in range(repeats):
+            gc.collect()
+            out.append(await once())
+        return out
+
+    times = asyncio.run(all_runs())
+    tracemalloc.start()
+    asyncio.run(wf.arun("go"))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    median = statistics.median(times)
+    return {
+        "n": n,
+        "median_us_per_turn": median / n * 1e6,
+        "best_us_per_turn": min(times) / n * 1e6,
+        "peak_kib": peak / 1024,
+        "repeats": repeats,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    plan = [(20, 200), (200, 40), (2000, 8)]
+    if args.quick:
+        plan = [(20, 20), (200, 5), (2000, 2)]
+    rows = [measure(n, r) for n, r in plan]
+    print(f"{'turns':>6} {'median µs/turn':>15} {'best µs/turn':>13} {'peak KiB':>10}")
+    for row in rows:
+        print(
+            f"{row['n']:>6} {row['median_us_per_turn']:>15.1f} {row['best_us_per_turn']:>13.1f}"
+            f" {row['peak_kib']:>10.0f}"
+        )
+    flat = rows[-1]["median_us_per_turn"] / rows[0]["median_us_per_turn"]
+    print(f"N={rows[-1]['n']} / N={rows[0]['n']}: {flat:.2f}x")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"workload": "W1", "rows": rows, "flatness": flat}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

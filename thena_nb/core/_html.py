@@ -1,0 +1,338 @@
+"""The one place that escapes text and builds HTML: turns, workflows and runs.
+
+Standard library only, so `_repr_html_` works without IPython, pandas or matplotlib. Every
+piece of text that a model, a tool or a user wrote goes through `escape`; the only markup
+taken as given is what the notebook layer renders itself (`frame_html`, a base64 PNG).
+Inline styles are kept small and there are no scripts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["escape", "run_html", "turn_html", "turn_info_html", "workflow_html"]
+
+_BOX = "border:1px solid #ccc;border-radius:4px;padding:4px 8px;margin:3px 0"
+_PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:2px 4px;font-size:90%"
+_BADGE = "display:inline-block;padding:0 6px;border-radius:8px;font-size:85%;color:#fff"
+_CELL = "text-align:left;vertical-align:top"
+_COLORS = {
+    "native": "#1f77b4",
+    "rescued": "#8c564b",
+    "ok": "#2ca02c",
+    "failed": "#d62728",
+    "finished": "#2ca02c",
+    "running": "#1f77b4",
+    "stopped": "#ff7f0e",
+    "budget": "#ff7f0e",
+    "until": "#2ca02c",
+    "exhausted": "#ff7f0e",
+    "fails": "#d62728",
+    "stop": "#ff7f0e",
+}
+_TABLE_ROWS = 40
+_SHORT_TEXT = 80
+
+
+def escape(text: object) -> str:
+    """Text made safe to place in HTML, quotes included; `None` gives `""`.
+
+    Args:
+        text: Anything; non-strings are converted with `str`.
+
+    Returns:
+        The escaped text.
+    """
+    if text is None:
+        return ""
+    return html.escape(text if isinstance(text, str) else str(text), quote=True)
+
+
+def turn_info_html(info: Any) -> str:
+    """A `TurnInfo` as a small HTML table.
+
+    Args:
+        info: A `TurnInfo` (or anything with its fields).
+
+    Returns:
+        HTML text.
+    """
+    rows = [
+        ("called_tool", _code(info.called_tool)),
+        ("tool_name", _code(info.tool_name)),
+        ("tool_error", _code(info.tool_error)),
+        ("tool_call_source", _source_badge(info.tool_call_source)),
+        ("response", _pre_or_none(info.response)),
+    ]
+    body = "".join(
+        f'<tr><th style="{_CELL}">{name}</th><td style="text-align:left">{value}</td></tr>'
+        for name, value in rows
+    )
+    return f'<table class="thena-turn-info">{body}</table>'
+
+
+def turn_html(turn: Any) -> str:
+    """One turn: where it ran, its text, its tool calls with arguments and outcome.
+
+    Args:
+        turn: A `Turn` (or anything with its fields).
+
+    Returns:
+        HTML text.
+    """
+    head = [f"<b>turn {escape(turn.index)}</b>", f"<b>{escape(turn.agent)}</b>"]
+    head.append(f"<code>{escape(turn.step_path)}</code>")
+    if turn.iteration is not None:
+        head.append(f"iteration {escape(turn.iteration)}")
+    if turn.branch is not None:
+        head.append(f"branch {escape(turn.branch)}")
+    if turn.info.tool_call_source is not None:
+        head.append(_source_badge(turn.info.tool_call_source))
+    facts = [f"finish reason <code>{escape(turn.finish_reason)}</code>"]
+    facts.append(f"tokens {escape(turn.input_tokens)} in / {escape(turn.output_tokens)} out")
+    if turn.attempts != 1:
+        facts.append(f"{escape(turn.attempts)} attempts")
+    facts.append(f"failure streak {escape(turn.consecutive_fails)}")
+    parts = [
+        f'<div class="thena-turn" style="{_BOX}">',
+        f"<div>{' · '.join(head)}</div>",
+        _pre_or_none(turn.info.response),
+    ]
+    calls = list(turn.tool_calls)
+    if calls:
+        parts.append("<ol style='margin:2px 0'>" + "".join(map(_call_html, calls)) + "</ol>")
+    refused = list(getattr(turn, "refused_calls", None) or ())
+    if refused:
+        parts.append("<div>not run:</div>")
+        parts.append("<ul style='margin:2px 0'>" + "".join(map(_call_html, refused)) + "</ul>")
+    parts.append(f"<div style='font-size:85%;color:#555'>{' · '.join(facts)}</div></div>")
+    return "".join(parts)
+
+
+def workflow_html(wf: Any) -> str:
+    """A workflow's step tree: parallel branches side by side, loops with their limits.
+
+    Args:
+        wf: A `Workflow` (anything with `name` and `steps`; `state` and `budget` if set).
+
+    Returns:
+        HTML text.
+    """
+    head = [f"workflow <b>{escape(wf.name)}</b>"]
+    state = getattr(wf, "state", None)
+    if state is not None:
+        head.append(f"state <code>{escape(getattr(state, '__name__', state))}</code>")
+    budget = getattr(wf, "budget", None)
+    if budget is not None:
+        head.append(f"budget <code>{escape(budget)}</code>")
+    steps = "".join(_step_html(step, i) for i, step in enumerate(wf.steps))
+    return f'<div class="thena-workflow"><div>{" · ".join(head)}</div>{steps}</div>'
+
+
+def run_html(run: Any, *, frame_html: str | None = None, chart_png_b64: str | None = None) -> str:
+    """A run: status, each loop's stop reason, usage, the turn table and the chart.
+
+    Args:
+        run: A `Run` (or anything with its fields).
+        frame_html: The turn table as HTML, rendered (and escaped) by the notebook layer; when
+            `None` a plain table of the turns is built here.
+        chart_png_b64: The failure chart as base64 PNG text, or `None` for no chart.
+
+    Returns:
+        HTML text.
+    """
+    status = getattr(run, "status", None)
+    head = [f"run of <b>{escape(getattr(run, 'workflow_name', ''))}</b>", _badge(status)]
+    head.append(f"<code>{escape(getattr(run, 'run_id', ''))}</code>")
+    parts = [f'<div class="thena-run"><div>{" · ".join(head)}</div>']
+    error = getattr(run, "error", None)
+    if error:
+        parts.append(f'<pre style="{_PRE};color:{_COLORS["failed"]}">{escape(error)}</pre>')
+    output = getattr(run, "output", None)
+    if output is not None and output != "":
+        parts.append(f"<div>output</div><pre style='{_PRE}'>{escape(output)}</pre>")
+    loops = list(getattr(run, "loops", None) or ())
+    if loops:
+        parts.append(_loops_table(loops))
+    usage = getattr(run, "usage", None)
+    if usage is not None:
+        parts.append(f"<div>{_usage_text(usage)}</div>")
+    turns = list(getattr(run, "turns", None) or ())
+    if frame_html is not None:
+        parts.append(f'<div class="thena-frame" style="overflow-x:auto">{frame_html}</div>')
+    elif turns:
+        parts.append(_turns_table(turns))
+    if chart_png_b64:
+        parts.append(
+            f'<img alt="failure chart" src="data:image/png;base64,{escape(chart_png_b64)}"/>'
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _step_html(step: Any, index: int) -> str:
+    kind = getattr(step, "kind", None)
+    label = f"<span style='color:#777'>{index}.</span> "
+    if kind == "parallel":
+        branches = "".join(
+            f'<div style="flex:1;min-width:0">{_step_html(s, i)}</div>'
+            for i, s in enumerate(step.steps)
+        )
+        return (
+            f'<div class="thena-parallel" style="{_BOX}">{label}<b>parallel</b>'
+            f'<div style="display:flex;gap:6px">{branches}</div></div>'
+        )
+    if kind == "loop":
+        return (
+            f'<div class="thena-loop" style="{_BOX}">{label}<b>loop</b> {_loop_limits(step)}'
+            f"<div style='margin-left:12px'>"
+            + "".join(_step_html(s, i) for i, s in enumerate(step.steps))
+            + "</div></div>"
+        )
+    if hasattr(step, "model"):
+        model = getattr(step.model, "name", None) or type(step.model).__name__
+        tools = [getattr(t, "name", None) or _callable_name(t) for t in getattr(step, "tools", ())]
+        tool_text = ", ".join(f"<code>{escape(t)}</code>" for t in tools) or "no tools"
+        return (
+            f'<div class="thena-agent" style="{_BOX}">{label}<b>{escape(step.name)}</b>'
+            f" · model <code>{escape(model)}</code> · tools {tool_text}</div>"
+        )
+    return (
+        f'<div class="thena-function" style="{_BOX}">{label}'
+        f"<code>{escape(_callable_name(step))}(ctx)</code></div>"
+    )
+
+
+def _loop_limits(step: Any) -> str:
+    items = [f"until <code>{escape(_callable_name(step.until))}</code>"]
+    items.append(f"max_iterations {escape(step.max_iterations)}")
+    max_fails = step.max_fails
+    off = isinstance(max_fails, float) and math.isinf(max_fails)
+    items.append("max_fails off" if off else f"max_fails {escape(max_fails)}")
+    for hook in ("on_exhausted", "on_fail"):
+        fn = getattr(step, hook, None)
+        if fn is not None:
+            items.append(f"{hook} <code>{escape(_callable_name(fn))}</code>")
+    return " · ".join(items)
+
+
+def _callable_name(fn: Any) -> str:
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
+    return str(name) if name else repr(fn)
+
+
+def _loops_table(loops: Sequence[Any]) -> str:
+    header = ("loop", "stop reason", "iterations", "failures")
+    rows = []
+    for node in loops:
+        iterations = f"{node.iterations}"
+        if getattr(node, "max_iterations", None) is not None:
+            iterations += f" / {node.max_iterations}"
+        if node.stop_reason is not None:
+            reason = _badge(node.stop_reason)
+        elif getattr(node, "error", None):
+            reason = _badge("failed", "error")
+        else:
+            reason = "—"
+        failure = node.failures
+        failures = "—"
+        if failure is not None:
+            failures = (
+                f"{escape(failure.consecutive)} in a row, {escape(failure.total)} in all; "
+                f"last <code>{escape(failure.tool_name)}</code>"
+                f"<pre style='{_PRE}'>{escape(_short(failure.message, 300))}</pre>"
+            )
+        rows.append((f"<code>{escape(node.path)}</code>", reason, escape(iterations), failures))
+    return _table(header, rows)
+
+
+def _usage_text(usage: Any) -> str:
+    parts = [
+        f"{usage.input_tokens} input tokens",
+        f"{usage.output_tokens} output tokens",
+    ]
+    cached = (usage.cache_read_tokens, usage.cache_write_tokens)
+    if any(cached):
+        parts.append(f"cache {cached[0]} read / {cached[1]} written")
+    parts.append(f"{usage.model_calls} model calls")
+    parts.append(f"{usage.tool_calls} tool calls")
+    return escape(" · ".join(parts))
+
+
+def _turns_table(turns: Sequence[Any]) -> str:
+    header = ("turn", "step", "iteration", "tool", "source", "tool error", "streak", "response")
+    shown: Iterable[Any] = turns
+    note = ""
+    if len(turns) > _TABLE_ROWS:
+        half = _TABLE_ROWS // 2
+        shown = [*turns[:half], *turns[-half:]]
+        note = f"<div>{len(turns)} turns; first and last {half} shown</div>"
+    rows = []
+    for turn in shown:
+        info = turn.info
+        rows.append(
+            (
+                escape(turn.index),
+                f"<code>{escape(turn.step_path)}</code>",
+                escape(turn.iteration),
+                escape(info.tool_name),
+                escape(info.tool_call_source),
+                escape(info.tool_error),
+                escape(turn.consecutive_fails),
+                escape(_short(info.response, _SHORT_TEXT)),
+            )
+        )
+    return _table(header, rows) + note
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _call_html(call: Any) -> str:
+    arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
+    parts = [f"<li><code>{escape(call.name)}</code> ", _source_badge(call.source)]
+    if call.ok is True:
+        parts.append(" " + _badge("ok"))
+    elif call.ok is False:
+        parts.append(" " + _badge("failed"))
+    parts.append(f"<pre style='{_PRE}'>{escape(arguments)}</pre>")
+    if call.error is not None:
+        color = _COLORS["failed"]
+        parts.append(f"<pre style='{_PRE};color:{color}'>{escape(call.error)}</pre>")
+    elif call.result is not None:
+        parts.append(f"<pre style='{_PRE};background:#f6f6f6'>{escape(call.result)}</pre>")
+    parts.append("</li>")
+    return "".join(parts)
+
+
+def _source_badge(source: str | None) -> str:
+    return _badge(source) if source is not None else _code(None)
+
+
+def _badge(value: object, text: object = None) -> str:
+    if value is None:
+        return _code(None)
+    color = _COLORS.get(str(value), "#777")
+    return f'<span style="{_BADGE};background:{color}">{escape(text or value)}</span>'
+
+
+def _code(value: object) -> str:
+    return f"<code>{escape(value) if value is not None else 'None'}</code>"
+
+
+def _pre_or_none(text: str | None) -> str:
+    if not text:
+        return "<div style='color:#777'><i>(no text)</i></div>"
+    return f'<pre style="{_PRE}">{escape(text)}</pre>'
+
+
+def _short(text: object, limit: int) -> str:
+    value = "" if text is None else str(text)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
