@@ -92,6 +92,21 @@ class Agent:
         self.parallel_tools = parallel_tools
         self._by_name = {t.name: t for t in self.tools}
         self._specs: list[ToolSpec] = [t.spec for t in self.tools]
+        self._key: str | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_key":
+            object.__setattr__(self, "_key", None)  # a changed agent asks something new
+
+    @property
+    def key(self) -> str:
+        """A fingerprint of the agent's model, prompt and tools (part of each request key)."""
+        if self._key is None:
+            from thena_nb.core.replay import agent_key
+
+            self._key = agent_key(self)
+        return self._key
 
     def replace(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields replaced (used by fork and experiments).
@@ -146,33 +161,21 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
 
     index = len(scope.turns)
     path = node.path
-    messages: Sequence[Message] = HistoryView(scope.history)
-    if agent.history is not None:
-        messages = agent.history(messages)
-    on_delta = None
-    if control.subscribers:
-        from thena_nb.core.session import Event
-
-        control.emit(Event(kind="turn_started", path=path, agent=agent.name))
-
-        def on_delta(text: str) -> None:
-            control.emit(Event(kind="text_delta", path=path, agent=agent.name, text=text))
-
-    request = construct(
-        ModelRequest,
-        {
-            "agent": agent.name,
-            "system": agent.system,
-            "messages": messages,
-            "tools": agent._specs,
-            "max_tokens": agent.max_tokens,
-            "on_text_delta": on_delta,
-        },
+    history = scope.history
+    request_key = scope.hasher.request_key(history, agent.key)
+    recorded = (
+        control.replay.lookup(index, path, request_key, in_branch=scope.branch is not None)
+        if control.replay
+        else None
     )
     started_at = datetime.now(UTC)
     t0 = time.perf_counter()
     try:
-        reply, attempts = await _call_model(agent.model, request, control)
+        if recorded is None:
+            reply, attempts = await _model_phase(agent, ctx, path)
+        else:
+            reply, attempts = _recorded_reply(recorded), 0
+            control.run.usage.__dict__["model_calls"] += 1
     except Exception as exc:
         node.error = f"{type(exc).__name__}: {exc}"
         note_once(exc, f"in turn {index} of agent {agent.name!r} at {path!r}")
@@ -187,7 +190,6 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
         tally["cache_write_tokens"] += reply.cache_write_tokens
 
     calls = _calls_of(agent, reply, control)
-    history = scope.history
     history.append(
         construct(
             Message,
@@ -201,7 +203,12 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
             },
         )
     )
-    finished = await _run_tools(agent, calls, ctx) if calls else []
+    if not calls:
+        finished: list[ToolCall] = []
+    elif recorded is not None and not control.replay.rerun_tools:  # type: ignore[union-attr]
+        finished = _recorded_results(calls, recorded)
+    else:
+        finished = await _run_tools(agent, calls, ctx)
     tally["tool_calls"] += len(finished)
     for call in finished:
         history.append(
@@ -217,32 +224,12 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
                 },
             )
         )
+    if recorded is not None:
+        _restore_state(ctx, control.replay.state_after(index))  # type: ignore[union-attr]
 
-    failures = _count_failures(ctx._loops, finished)
-    if finished:
-        last = finished[-1]
-        info = construct(
-            TurnInfo,
-            {
-                "called_tool": True,
-                "tool_name": last.name,
-                "tool_error": not all(c.ok for c in finished),
-                "tool_call_source": last.source,
-                "response": reply.text,
-            },
-        )
-    else:
-        info = construct(
-            TurnInfo,
-            {
-                "called_tool": False,
-                "tool_name": None,
-                "tool_error": None,
-                "tool_call_source": None,
-                "response": reply.text,
-            },
-        )
     loops = ctx._loops
+    failures = _count_failures(loops, finished)
+    info = _turn_info(reply.text, finished)
     inner = loops[-1] if loops else None
     turn = construct(
         Turn,
@@ -265,21 +252,22 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
             "consecutive_fails": inner.consecutive if inner else 0,
             "started_at": started_at,
             "duration_s": time.perf_counter() - t0,
+            "request_key": request_key,
+            "replayed": recorded is not None,
         },
     )
-    # S28: the turn is recorded before anything else can run.
+    ctx.turn = info
+    ctx.output = reply.text
+    if agent.output_field is not None:
+        _write_state(ctx, agent.output_field, reply.text, agent.name)
+    # S28: the turn is recorded (and persisted) before the next one can start.
     scope.turns.append(turn)
     node.turns.append(index)
     for frame in loops:
         frame.turns.append(turn)
         frame.tool_calls += len(finished)
-    ctx.turn = info
-    ctx.output = reply.text
-    if agent.output_field is not None:
-        _write_state(ctx, agent.output_field, reply.text, agent.name)
     if scope.branch is None:
-        for hook in control.on_turn:
-            hook(turn)
+        await control.record(turn, ctx.state)
 
     for frame, failure in failures:
         on_fail = frame.step.on_fail
@@ -294,6 +282,102 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
         if frame.consecutive >= frame.step.max_fails:
             raise LoopBreak(frame, "fails")
     return turn
+
+
+async def _model_phase(agent: Agent, ctx: Context, path: str) -> tuple[Reply, int]:
+    control = ctx._control
+    messages: Sequence[Message] = HistoryView(ctx._scope.history)
+    if agent.history is not None:
+        messages = agent.history(messages)
+    on_delta = None
+    if control.subscribers:
+        from thena_nb.core.session import Event
+
+        control.emit(Event(kind="turn_started", path=path, agent=agent.name))
+
+        def on_delta(text: str) -> None:
+            control.emit(Event(kind="text_delta", path=path, agent=agent.name, text=text))
+
+    request = construct(
+        ModelRequest,
+        {
+            "agent": agent.name,
+            "system": agent.system,
+            "messages": messages,
+            "tools": agent._specs,
+            "max_tokens": agent.max_tokens,
+            "on_text_delta": on_delta,
+        },
+    )
+    return await _call_model(agent.model, request, control)
+
+
+def _turn_info(text: str, finished: list[ToolCall]) -> TurnInfo:
+    if finished:
+        last = finished[-1]
+        return construct(
+            TurnInfo,
+            {
+                "called_tool": True,
+                "tool_name": last.name,
+                "tool_error": not all(c.ok for c in finished),
+                "tool_call_source": last.source,
+                "response": text,
+            },
+        )
+    return construct(
+        TurnInfo,
+        {
+            "called_tool": False,
+            "tool_name": None,
+            "tool_error": None,
+            "tool_call_source": None,
+            "response": text,
+        },
+    )
+
+
+def _recorded_reply(turn: Turn) -> Reply:
+    """The reply a recorded turn got, rebuilt so the turn replays exactly."""
+    native = [
+        finished_call(c, ok=None, result=None, error=None, retries=0)
+        for c in turn.tool_calls
+        if c.source == "native"
+    ]
+    return Reply(
+        text=turn.info.response,
+        tool_calls=native,
+        finish_reason=turn.finish_reason,
+        input_tokens=turn.input_tokens,
+        output_tokens=turn.output_tokens,
+        cache_read_tokens=turn.cache_read_tokens,
+        cache_write_tokens=turn.cache_write_tokens,
+    )
+
+
+def _recorded_results(calls: list[ToolCall], turn: Turn) -> list[ToolCall]:
+    by_id = {c.id: c for c in turn.tool_calls}
+    out = []
+    for call in calls:
+        if call.ok is not None:
+            out.append(call)  # refused before it could run: the same now as then
+        else:
+            done = by_id.get(call.id)
+            assert done is not None, f"recorded turn {turn.index} has no result for {call.id}"
+            out.append(done)
+    return out
+
+
+def _restore_state(ctx: Context, snapshot: Any) -> None:
+    state = ctx.state
+    if snapshot is None or state is None:
+        return
+    if isinstance(state, dict):
+        state.clear()
+        state.update(snapshot)
+        return
+    restored = type(state).model_validate(snapshot)
+    state.__dict__.update(restored.__dict__)
 
 
 async def _call_model(model: Model, request: ModelRequest, control: Any) -> tuple[Reply, int]:

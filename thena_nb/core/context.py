@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import BaseModel
+
+from thena_nb.core.replay import HistoryHasher, Replay
 from thena_nb.core.types import (
     Budget,
     HistoryView,
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from thena_nb.core.session import Event
     from thena_nb.core.steps import LoopStep
 
-__all__ = ["Context", "current_run_id"]
+__all__ = ["Context", "RunRecorder", "current_run_id"]
 
 _current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "thena_nb_run_id", default=None
@@ -66,6 +69,8 @@ class Scope:
     base_messages: int = 0
     branch: int | None = None
     """The 0-based position in the innermost parallel block; `None` for the run itself."""
+    hasher: HistoryHasher = field(default_factory=HistoryHasher)
+    """The running fingerprint of `history`, for request keys."""
 
 
 class RunControl:
@@ -76,6 +81,8 @@ class RunControl:
         "budget",
         "checkpoint",
         "on_turn",
+        "recorder",
+        "replay",
         "rescue_seq",
         "retry",
         "run",
@@ -90,8 +97,12 @@ class RunControl:
         budget: Budget | None,
         retry: RetryPolicy,
         checkpoint: Callable[[], Any] | None = None,
+        replay: Replay | None = None,
+        recorder: RunRecorder | None = None,
     ) -> None:
         self.run = run
+        self.replay = replay
+        self.recorder = recorder
         self.budget = budget
         self.retry = retry
         self.checkpoint = checkpoint
@@ -103,6 +114,38 @@ class RunControl:
     def emit(self, event: Event) -> None:
         for fn in list(self.subscribers):
             fn(event)
+
+    async def record(self, turn: Turn, state: Any) -> None:
+        """A turn has joined the run: snapshot the state, tell listeners, persist it (S28)."""
+        run = self.run
+        if isinstance(state, BaseModel):
+            run.states[turn.index] = state.model_dump(mode="json")
+        elif isinstance(state, dict):
+            run.states[turn.index] = dict(state)
+        for hook in self.on_turn:
+            hook(turn)
+        if self.recorder is not None:
+            await self.recorder.turn_recorded(run, turn)
+
+
+class RunRecorder(Protocol):
+    """Something that keeps runs as they happen, e.g. a run store (S28).
+
+    `turn_recorded` is awaited before the next turn starts; the state snapshot after the turn
+    is `run.states.get(turn.index)`.
+    """
+
+    async def run_started(self, run: Run) -> None:
+        """A run is about to take its first step."""
+        ...
+
+    async def turn_recorded(self, run: Run, turn: Turn) -> None:
+        """A turn has finished and joined the run."""
+        ...
+
+    async def run_finished(self, run: Run) -> None:
+        """The run has ended (`run.status` says how)."""
+        ...
 
 
 class Context:

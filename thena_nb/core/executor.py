@@ -116,6 +116,7 @@ async def run_parallel(step: ParallelStep, ctx: Context, node: ReportNode) -> bo
             base_turns=len(parent.turns),
             base_messages=len(parent.history),
             branch=b,
+            hasher=parent.hasher.fork(parent.history),
         )
         holder = construct(ReportNode, _node_fields("parallel", "parallel", node.path, None))
         branches.append((ctx.branch(scope), holder))
@@ -150,7 +151,7 @@ async def run_parallel(step: ParallelStep, ctx: Context, node: ReportNode) -> bo
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
 
-    ran = _merge(ctx, node, branches)
+    ran = await _merge(ctx, node, branches)
     for t in tasks:
         signal = _exception(t)
         if signal is not None:
@@ -166,7 +167,9 @@ def _is_error(exc: BaseException | None) -> bool:
     return exc is not None and not isinstance(exc, (Halt, LoopBreak))
 
 
-def _merge(ctx: Context, node: ReportNode, branches: list[tuple[Context, ReportNode]]) -> bool:
+async def _merge(
+    ctx: Context, node: ReportNode, branches: list[tuple[Context, ReportNode]]
+) -> bool:
     """S4, S5: append the branches' turns and messages in declaration order."""
     control = ctx._control
     parent = ctx._scope
@@ -183,8 +186,7 @@ def _merge(ctx: Context, node: ReportNode, branches: list[tuple[Context, ReportN
                 turn = turn.model_copy(update={"index": new_index})
             parent.turns.append(turn)
             if parent.branch is None:
-                for hook in control.on_turn:
-                    hook(turn)
+                await control.record(turn, ctx.state)
         if shift:
             for sub in holder.walk():
                 sub.turns = [remap.get(i, i) for i in sub.turns]

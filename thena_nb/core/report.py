@@ -109,6 +109,9 @@ class Run:
         self.started_at = datetime.now(UTC)
         self.finished_at: datetime | None = None
         self.replay_diverged_at: int | None = None
+        self.states: dict[int, Any] = {}
+        """The state after each turn (JSON-ready), when the workflow has state; replay and
+        resume restore it."""
         self.workflow: Any = None
         """The `Workflow` that made this run (not serialised)."""
 
@@ -160,6 +163,7 @@ class Run:
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "replay_diverged_at": self.replay_diverged_at,
+            "states": {str(k): v for k, v in self.states.items()},
         }
         return json.dumps(data, indent=indent, ensure_ascii=False)
 
@@ -182,6 +186,7 @@ class Run:
         finished = data.get("finished_at")
         run.finished_at = datetime.fromisoformat(finished) if finished else None
         run.replay_diverged_at = data.get("replay_diverged_at")
+        run.states = {int(k): v for k, v in (data.get("states") or {}).items()}
         return run
 
     def _repr_html_(self) -> str:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from thena_nb.core._signals import Halt, LoopBreak
-from thena_nb.core.context import Context, RunControl, Scope, _current_run_id
+from thena_nb.core.context import Context, RunControl, RunRecorder, Scope, _current_run_id
 from thena_nb.core.executor import run_steps
+from thena_nb.core.replay import Replay
 from thena_nb.core.report import Run
 from thena_nb.core.types import LoopStopReason, ToolCall, Turn
 
@@ -67,18 +68,32 @@ class Session:
         ('A', 'two')
     """
 
-    def __init__(self, workflow: Workflow, input: str, *, state: Any = None) -> None:
+    def __init__(
+        self,
+        workflow: Workflow,
+        input: str,
+        *,
+        state: Any = None,
+        replay: Replay | None = None,
+        recorder: RunRecorder | None = None,
+        run_id: str | None = None,
+    ) -> None:
         self.workflow = workflow
         if state is None and workflow.state is not None:
             state = workflow.state()
-        self.result = Run(workflow_name=workflow.name, input=input, state=state)
+        self.result = Run(workflow_name=workflow.name, input=input, state=state, run_id=run_id)
         self.result.workflow = workflow
         self.breakpoints: list[Breakpoint] = []
         self.done = False
         self.exception: BaseException | None = None
         self.task: asyncio.Task[None] | None = None
         self._control = RunControl(
-            self.result, budget=workflow.budget, retry=workflow.retry, checkpoint=self._checkpoint
+            self.result,
+            budget=workflow.budget,
+            retry=workflow.retry,
+            checkpoint=self._checkpoint,
+            replay=replay,
+            recorder=recorder,
         )
         self._control.on_turn.append(self._after_turn)
         self._mode: Literal["step", "run"] = "step"
@@ -210,7 +225,10 @@ class Session:
         ctx = Context(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
         self._ctx = ctx
         status: Any = "finished"
+        recorder = self._control.recorder
         try:
+            if recorder is not None:
+                await recorder.run_started(run)
             await run_steps(self.workflow.steps, ctx, run.report)
         except Halt as halt:
             status = "stopped" if halt.reason == "stop" else "budget"
@@ -226,7 +244,11 @@ class Session:
                 raise
         finally:
             run.output = ctx.output
+            if self._control.replay is not None:
+                run.replay_diverged_at = self._control.replay.diverged_at
             self._finish(status)
+            if recorder is not None:
+                await recorder.run_finished(run)
 
     def _finish(self, status: Any) -> None:
         run = self.result

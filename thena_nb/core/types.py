@@ -242,6 +242,11 @@ class Turn(BaseModel):
     """The enclosing loop's failure streak after this turn."""
     started_at: datetime
     duration_s: float = 0.0
+    request_key: str | None = None
+    """A fingerprint of what the model was asked (agent, prompt, tools and history); replay
+    reuses a recorded turn only while the new run's request has the same key."""
+    replayed: bool = False
+    """The reply and tool results were taken from a recorded run; no model call was made."""
 
     def _repr_html_(self) -> str:
         from thena_nb.core import _html

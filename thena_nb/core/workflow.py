@@ -10,7 +10,9 @@ from pydantic import BaseModel
 
 from thena_nb.core._aio import run_sync
 from thena_nb.core.agent import Agent
+from thena_nb.core.context import RunRecorder
 from thena_nb.core.errors import WorkflowDefinitionError
+from thena_nb.core.replay import Replay
 from thena_nb.core.report import Run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
@@ -81,24 +83,78 @@ class Workflow:
 
     # -- running ------------------------------------------------------------------------
 
-    def session(self, input: str, *, state: Any = None) -> Session:
-        """A `Session` paused before the first turn; `await s.step()` or `await s.run()`."""
-        return Session(self, _text(input), state=state)
+    def session(
+        self,
+        input: str,
+        *,
+        state: Any = None,
+        replay: Run | None = None,
+        live_from: int | None = None,
+        run_id: str | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> Session:
+        """A `Session` paused before the first turn; `await s.step()` or `await s.run()`.
 
-    async def arun(self, input: str, *, state: Any = None) -> Run:
-        """Run to the end and return the `Run`.
+        Args:
+            input: The user's message that starts the run.
+            state: The initial state object (a new `state()` by default).
+            replay: A recorded run whose turns are reused while the requests match.
+            live_from: With `replay`, go live from this turn index on.
+            run_id: The new run's id (a fresh one by default).
+            recorder: Where each turn is persisted as it finishes (e.g. a run store).
+        """
+        source = Replay(replay, live_from=live_from) if replay is not None else None
+        return Session(
+            self, _text(input), state=state, replay=source, recorder=recorder, run_id=run_id
+        )
+
+    async def arun(
+        self,
+        input: str,
+        *,
+        state: Any = None,
+        replay: Run | None = None,
+        live_from: int | None = None,
+        run_id: str | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> Run:
+        """Run to the end and return the `Run`; the async form of `run`.
 
         Raises:
             Exception: Whatever ended the run (a model error after retries, an exception in
                 user code), unchanged, with a note naming the step and `exc.run` holding the
                 partial run (status `"failed"`).
         """
-        s = self.session(input, state=state)
+        s = self.session(
+            input, state=state, replay=replay, live_from=live_from, run_id=run_id, recorder=recorder
+        )
         return await s.run()
 
-    def run(self, input: str, *, state: Any = None) -> Run:
-        """Run to the end and return the `Run` (sync; also works inside Jupyter)."""
-        return run_sync(self.arun(input, state=state))
+    def run(
+        self,
+        input: str,
+        *,
+        state: Any = None,
+        replay: Run | None = None,
+        live_from: int | None = None,
+        run_id: str | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> Run:
+        """Run to the end and return the `Run` (sync; also works inside Jupyter).
+
+        With `replay=run`, recorded turns are reused (no model or tool call) while the new
+        run asks the same things; `run.replay_diverged_at` tells where it went live.
+        """
+        return run_sync(
+            self.arun(
+                input,
+                state=state,
+                replay=replay,
+                live_from=live_from,
+                run_id=run_id,
+                recorder=recorder,
+            )
+        )
 
     def stepper(self, input: str, *, state: Any = None) -> Stepper:
         """A `Stepper` widget over a new session of this workflow (needs ipywidgets)."""

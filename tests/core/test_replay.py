@@ -1,0 +1,117 @@
+"""Replay: reuse a recorded run's turns with no model call while the requests match."""
+
+from __future__ import annotations
+
+from helpers import add_call, calc, fail_call
+from pydantic import BaseModel
+
+from thena_nb import Agent, Context, Workflow, loop, parallel, tool, until_answered
+from thena_nb.models import ScriptedModel, reply
+
+
+def review() -> tuple[Workflow, list[ScriptedModel]]:
+    a = Agent("A", model=ScriptedModel(["security ok"]))
+    b = Agent("B", model=ScriptedModel(["perf ok"]))
+    text_call = '{"name": "add", "arguments": {"a": 2, "b": 3}}'
+    worker = calc([add_call(), fail_call(), text_call, "done"], "Worker")
+    wf = Workflow("review", [parallel([a, b]), loop(steps=[worker], until=until_answered)])
+    return wf, [a.model, b.model, worker.model]  # type: ignore[list-item]
+
+
+def test_replay_makes_no_model_call_and_reproduces_the_run() -> None:
+    wf, models = review()
+    first = wf.run("go")
+    for m in models:
+        m.requests.clear()
+    again = wf.run("go", replay=first)
+    assert [len(m.requests) for m in models] == [0, 0, 0]
+    assert again.replay_diverged_at is None
+    assert all(t.replayed and t.attempts == 0 for t in again.turns)
+    strip = {"started_at", "duration_s", "replayed", "attempts"}
+    assert [t.model_dump(exclude=strip) for t in again.turns] == [
+        t.model_dump(exclude=strip) for t in first.turns
+    ]
+    assert again.history == first.history
+    assert again.stop_reasons == first.stop_reasons
+    assert again.usage == first.usage
+
+
+def test_replay_reuses_tool_results_instead_of_running_tools() -> None:
+    ran: list[int] = []
+
+    @tool
+    def count(n: int) -> int:
+        """Count."""
+        ran.append(n)
+        return n
+
+    agent = Agent("A", model=ScriptedModel([reply.tool("count", n=1), "ok"]), tools=[count])
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered)])
+    first = wf.run("go")
+    wf.run("go", replay=first)
+    assert ran == [1]
+
+
+def test_replay_goes_live_where_the_request_differs() -> None:
+    model = ScriptedModel([add_call(), add_call(), "done"])
+    agent = Agent("A", model=model, tools=calc([]).tools)
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered)])
+    first = wf.run("go")
+    model.requests.clear()
+    changed = wf.run("something else", replay=first)
+    assert changed.replay_diverged_at == 0
+    assert len(model.requests) == 3
+
+
+def test_a_changed_system_prompt_diverges() -> None:
+    first_agent = calc([add_call(), "done"], "A")
+    first = Workflow("w", [loop(steps=[first_agent], until=until_answered)]).run("go")
+    brief = first_agent.replace(system="Be brief.")
+    again = Workflow("w", [loop(steps=[brief], until=until_answered)]).run("go", replay=first)
+    assert again.replay_diverged_at == 0
+    assert not any(t.replayed for t in again.turns)
+
+
+def test_live_from_reuses_only_the_turns_before() -> None:
+    model = ScriptedModel([add_call(), add_call(), add_call(), "done"])
+    agent = Agent("A", model=model, tools=calc([]).tools)
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered)])
+    first = wf.run("go")
+    live = ScriptedModel(["answered early"])  # the script of the live part only
+    again = Workflow("w", [loop(steps=[agent.replace(model=live)], until=until_answered)])
+    forked = again.run("go", replay=first, live_from=2)
+    assert [t.replayed for t in forked.turns] == [True, True, False]
+    assert len(live.requests) == 1
+    assert forked.output == "answered early"
+    assert forked.replay_diverged_at is None
+
+
+def test_replay_restores_state_written_by_tools() -> None:
+    class Notes(BaseModel):
+        items: list[str] = []
+
+    @tool
+    def note(ctx: Context, text: str) -> str:
+        """Note it."""
+        ctx.state.items.append(text)
+        return "ok"
+
+    agent = Agent("A", model=ScriptedModel([reply.tool("note", text="x"), "done"]), tools=[note])
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered)], state=Notes)
+    first = wf.run("go")
+    assert first.states == {0: {"items": ["x"]}, 1: {"items": ["x"]}}
+    again = wf.run("go", replay=first)
+    assert again.state.items == ["x"]
+
+
+def test_replay_from_json_round_trip() -> None:
+    from thena_nb import Run
+
+    wf, models = review()
+    first = wf.run("go")
+    loaded = Run.from_json(first.to_json())
+    for m in models:
+        m.requests.clear()
+    again = wf.run("go", replay=loaded)
+    assert sum(len(m.requests) for m in models) == 0
+    assert again.stop_reasons == first.stop_reasons
