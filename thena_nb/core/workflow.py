@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -91,7 +91,7 @@ class Workflow:
         replay: Run | None = None,
         live_from: int | None = None,
         run_id: str | None = None,
-        recorder: RunRecorder | None = None,
+        store: RunRecorder | Literal[False] | None = None,
     ) -> Session:
         """A `Session` paused before the first turn; `await s.step()` or `await s.run()`.
 
@@ -101,9 +101,12 @@ class Workflow:
             replay: A recorded run whose turns are reused while the requests match.
             live_from: With `replay`, go live from this turn index on.
             run_id: The new run's id (a fresh one by default).
-            recorder: Where each turn is persisted as it finishes (e.g. a run store).
+            store: Where each turn is persisted as it finishes: a run store, `False` for
+                none, or `None` for the default store (`THENA_NB_STORE`, or a file under the
+                user's data directory).
         """
         source = Replay(replay, live_from=live_from) if replay is not None else None
+        recorder = _resolve_store(store)
         return Session(
             self, _text(input), state=state, replay=source, recorder=recorder, run_id=run_id
         )
@@ -116,7 +119,7 @@ class Workflow:
         replay: Run | None = None,
         live_from: int | None = None,
         run_id: str | None = None,
-        recorder: RunRecorder | None = None,
+        store: RunRecorder | Literal[False] | None = None,
     ) -> Run:
         """Run to the end and return the `Run`; the async form of `run`.
 
@@ -126,7 +129,7 @@ class Workflow:
                 partial run (status `"failed"`).
         """
         s = self.session(
-            input, state=state, replay=replay, live_from=live_from, run_id=run_id, recorder=recorder
+            input, state=state, replay=replay, live_from=live_from, run_id=run_id, store=store
         )
         return await s.run()
 
@@ -138,7 +141,7 @@ class Workflow:
         replay: Run | None = None,
         live_from: int | None = None,
         run_id: str | None = None,
-        recorder: RunRecorder | None = None,
+        store: RunRecorder | Literal[False] | None = None,
     ) -> Run:
         """Run to the end and return the `Run` (sync; also works inside Jupyter).
 
@@ -152,7 +155,7 @@ class Workflow:
                 replay=replay,
                 live_from=live_from,
                 run_id=run_id,
-                recorder=recorder,
+                store=store,
             )
         )
 
@@ -173,6 +176,18 @@ class Workflow:
         steps = ", ".join(_describe(s) for s in self.steps)
         extra = f", state={self.state.__name__}" if self.state is not None else ""
         return f"Workflow({self.name!r}, [{steps}]{extra})"
+
+
+def _resolve_store(store: RunRecorder | Literal[False] | None) -> RunRecorder | None:
+    if store is False:
+        return None
+    if store is not None:
+        return store
+    try:
+        from thena_nb.core.store import default_store
+    except ImportError:
+        return None
+    return default_store()
 
 
 def _describe(step: Any) -> str:
