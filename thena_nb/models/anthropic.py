@@ -1,0 +1,476 @@
+"""`AnthropicModel`: Claude through the official `anthropic` SDK's Messages API.
+
+The workflow's history is shared by its agents; the Messages API wants one conversation
+between one user and one assistant. `request_params` bridges the two:
+
+- the asking agent's own turns are `assistant` messages: its text, then a `tool_use` block
+  per native call; each result is a `tool_result` block (with `is_error` for a failed call)
+  in the `user` message right after;
+- other agents' turns and tool results are attributed `user` text (`[SecurityAgent] ...`);
+- rescued calls (found in the model's text) have no API id: the text carries the call and
+  the result comes back as `user` text;
+- same-role neighbours are merged, `tool_result` blocks go first in their message, a call
+  without its result (or a result without its call) becomes text, and a continuation
+  message follows when the history ends with the model's own answer.
+
+SDK errors are mapped in one place, `_map_error`: 408, 409, 429, 5xx (529 overloaded),
+timeouts and dropped connections raise `TransientModelError` for the executor to retry
+(the SDK's own retries are off); anything else raises a final `ModelError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+try:
+    import anthropic
+except ImportError as _exc:  # pragma: no cover - anthropic is a dependency of thena_nb
+    raise ImportError(
+        "`AnthropicModel` needs the `anthropic` SDK: `pip install anthropic` "
+        "(it is installed with `pip install thena_nb`)."
+    ) from _exc
+
+try:  # the transport the SDK streams over: httpx2 from anthropic 2.x, httpx before
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - older SDKs
+    import httpx as _http  # type: ignore[no-redef]
+
+from thena_nb.core.errors import ModelError, TransientModelError
+from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.types import Message, ToolCall
+from thena_nb.models._retry import retry_after_seconds, transient_status
+
+__all__ = ["CONTINUE_PROMPT", "START_PROMPT", "AnthropicModel", "map_history", "request_params"]
+
+Block = dict[str, Any]
+Role = Literal["user", "assistant"]
+
+CONTINUE_PROMPT = "Continue."
+"""The user message sent when the history ends with the asking agent's own answer."""
+START_PROMPT = "Begin."
+"""The user message sent first when the history does not start with a user message."""
+
+_EPHEMERAL: Block = {"type": "ephemeral"}
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+"""An error sent inside a 200 SSE stream has only its type; this gives it a status."""
+_HINTS = {
+    401: " Check the API key: set `ANTHROPIC_API_KEY` or pass `api_key=`.",
+    403: " The API key is not allowed to use this model or feature.",
+    404: " Check the model name.",
+    413: " The request is too large: trim the history, e.g. `history=keep_first_and_recent(n)`.",
+}
+
+
+class AnthropicModel:
+    """A Claude model called through `anthropic.AsyncAnthropic`.
+
+    Args:
+        model: The model id, e.g. `"claude-sonnet-4-5"`; also the model's `name`.
+        api_key: The API key; `ANTHROPIC_API_KEY` when not given. It never appears in a
+            repr, record or error.
+        base_url: Another endpoint speaking the Messages API.
+        client: A configured `AsyncAnthropic` to use instead (its retries are turned off).
+        timeout: Seconds to wait for a reply (between chunks when streaming).
+        cache: Put prompt-caching breakpoints on the stable prefix of every request.
+        stream: Stream the reply, calling `request.on_text_delta` as text arrives.
+
+    Example:
+        >>> AnthropicModel("claude-sonnet-4-5", stream=True)
+        AnthropicModel('claude-sonnet-4-5', stream=True)
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        timeout: float = 60.0,
+        cache: bool = True,
+        stream: bool = False,
+    ) -> None:
+        self.name = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.cache = cache
+        self.stream = stream
+        self._api_key = api_key
+        self._given_client = client.with_options(max_retries=0) if client is not None else None
+        # An SDK client's connections belong to the event loop that opened them, and
+        # `wf.run()` may start a fresh loop per run, so the client is made per loop.
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    def __repr__(self) -> str:
+        args = [repr(self.name)]
+        if self.base_url is not None:
+            args.append(f"base_url={self.base_url!r}")
+        if self._given_client is not None:
+            args.append(f"client=<{type(self._given_client).__name__}>")
+        if self.timeout != 60.0:
+            args.append(f"timeout={self.timeout!r}")
+        if not self.cache:
+            args.append("cache=False")
+        if self.stream:
+            args.append("stream=True")
+        return f"AnthropicModel({', '.join(args)})"
+
+    async def respond(self, request: ModelRequest) -> Reply:
+        """Send one request to the Messages API and return the reply.
+
+        Args:
+            request: The asking agent, system prompt, history, tools and `max_tokens`.
+
+        Returns:
+            The reply's text, native tool calls, stop reason and token counts.
+
+        Raises:
+            TransientModelError: A failure worth retrying (rate limit, overload, 5xx,
+                timeout, dropped connection), with the server's `retry_after` if it sent one.
+            ModelError: Any other failure, e.g. a rejected request or a bad API key.
+        """
+        client = self._client_for_running_loop(request.agent)
+        params = request_params(request, model=self.name, cache=self.cache)
+        try:
+            if self.stream:
+                message = await _stream_message(client, params, request.on_text_delta)
+            else:
+                message = await client.messages.create(**params)
+        except (anthropic.AnthropicError, _http.TransportError, _IncompleteStream) as exc:
+            raise self._map_error(exc, request.agent) from exc
+        return _reply(message)
+
+    def _client_for_running_loop(self, agent: str) -> anthropic.AsyncAnthropic:
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is None or self._loop() is not loop:
+            key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
+            if not key:
+                raise ModelError(
+                    f"agent {agent!r}: `AnthropicModel({self.name!r})` has no API key. Set the "
+                    "`ANTHROPIC_API_KEY` environment variable or pass `api_key=`.",
+                    model_name=self.name,
+                )
+            # Our own HTTP client: the SDK's default one closes itself on whatever loop is
+            # running when it is collected, which fails once its own loop has closed.
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                http_client=anthropic.DefaultAsyncHttpxClient(),
+            )
+            self._loop = weakref.ref(loop)
+        return self._client
+
+    def _map_error(self, exc: BaseException, agent: str) -> ModelError:
+        """The one place SDK and transport errors become `ModelError`s."""
+        where = f"agent {agent!r}: model {self.name!r}"
+        if isinstance(exc, anthropic.APIStatusError):
+            return self._status_error(exc, where)
+        if isinstance(exc, anthropic.APITimeoutError | _http.TimeoutException):
+            return TransientModelError(
+                f"{where} did not answer within {self.timeout}s (timeout).", model_name=self.name
+            )
+        if isinstance(exc, anthropic.APIConnectionError | _http.TransportError | _IncompleteStream):
+            detail = str(exc.__cause__ or exc)
+            return TransientModelError(
+                f"{where}: the connection failed or dropped before the reply was complete "
+                f"({detail}).",
+                model_name=self.name,
+            )
+        message = getattr(exc, "message", None) or str(exc)
+        return ModelError(f"{where}: {type(exc).__name__}: {message}", model_name=self.name)
+
+    def _status_error(self, exc: anthropic.APIStatusError, where: str) -> ModelError:
+        body_error = _body_error(exc.body)
+        error_type = body_error.get("type")
+        api_message = body_error.get("message") or exc.message
+        status = exc.status_code
+        if status < 400:  # an `error` event inside a 200 stream
+            status = _ERROR_TYPE_STATUS.get(str(error_type), 500)
+        kind = f" ({error_type})" if error_type else ""
+        text = f"{where}: the Anthropic API answered {status}{kind}: {api_message}"
+        should_retry = exc.response.headers.get("x-should-retry")
+        if should_retry in ("true", "false"):
+            transient = should_retry == "true"
+        else:
+            transient = transient_status(status)
+        if transient:
+            return TransientModelError(
+                text,
+                retry_after=retry_after_seconds(exc.response.headers),
+                model_name=self.name,
+                status_code=status,
+            )
+        if status in _HINTS:
+            text = f"{text.rstrip('.')}.{_HINTS[status]}"
+        return ModelError(text, model_name=self.name, status_code=status)
+
+
+class _IncompleteStream(Exception):
+    """The SSE stream ended without `message_stop`: the connection was cut."""
+
+
+def _body_error(body: object) -> dict[str, Any]:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            return error
+    return {}
+
+
+async def _stream_message(
+    client: anthropic.AsyncAnthropic,
+    params: dict[str, Any],
+    on_text_delta: Callable[[str], None] | None,
+) -> anthropic.types.Message:
+    stopped = False
+    async with client.messages.stream(**params) as stream:
+        async for event in stream:
+            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                if on_text_delta is not None:
+                    on_text_delta(event.delta.text)
+            elif event.type == "message_stop":
+                stopped = True
+        if not stopped:
+            raise _IncompleteStream("the stream ended before `message_stop`")
+        return await stream.get_final_message()
+
+
+def _reply(message: anthropic.types.Message) -> Reply:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            arguments = block.input if isinstance(block.input, dict) else {}
+            calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+    usage = message.usage
+    return Reply(
+        text="".join(texts),
+        tool_calls=calls,
+        finish_reason=message.stop_reason,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_input_tokens or 0,
+        cache_write_tokens=usage.cache_creation_input_tokens or 0,
+    )
+
+
+# --- history to request --------------------------------------------------------------
+
+
+def request_params(request: ModelRequest, *, model: str, cache: bool = True) -> dict[str, Any]:
+    """The keyword arguments of `messages.create` for one request.
+
+    Args:
+        request: The request to send.
+        model: The model id.
+        cache: Put `cache_control` breakpoints on the last tool, the system prompt and the
+            last block of the history (three of the API's four).
+
+    Returns:
+        `model`, `max_tokens`, `messages`, and `system` and `tools` when there are any.
+    """
+    messages = map_history(request.messages, request.agent)
+    tools: list[Block] = [
+        _tool_param(spec.name, spec.description, spec.parameters) for spec in request.tools
+    ]
+    params: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
+    if request.system:
+        system: Block = {"type": "text", "text": request.system}
+        if cache:
+            system["cache_control"] = dict(_EPHEMERAL)
+        params["system"] = [system] if cache else request.system
+    if tools:
+        if cache:
+            tools[-1]["cache_control"] = dict(_EPHEMERAL)
+        params["tools"] = tools
+    if cache:
+        messages[-1]["content"][-1]["cache_control"] = dict(_EPHEMERAL)
+    params["messages"] = messages
+    return params
+
+
+def _tool_param(name: str, description: str, schema: dict[str, Any]) -> Block:
+    tool: Block = {"name": name, "input_schema": schema}
+    if description:
+        tool["description"] = description
+    return tool
+
+
+def map_history(history: Sequence[Message], agent: str) -> list[Block]:
+    """The history as the `messages` of a request from `agent` that the API accepts.
+
+    Args:
+        history: The workflow's messages as the agent sees them.
+        agent: The asking agent; assistant messages of others become attributed user text.
+
+    Returns:
+        Messages that start and end with `user`, alternate roles, and answer every
+        `tool_use` with a `tool_result` at the start of the next message.
+    """
+    calls = _calls_by_id(history)
+    segments: list[tuple[Role, list[Block]]] = []
+    for message in history:
+        match message.role:
+            case "user":
+                segment = _map_user(message)
+            case "assistant":
+                segment = _map_assistant(message, agent)
+            case "tool":
+                segment = _map_tool(message, agent, calls)
+        if segment[1]:
+            segments.append(segment)
+    merged = _merge(segments)
+    _pair_tool_blocks(merged)
+    if not merged or merged[0][0] != "user":
+        merged.insert(0, ("user", [_text(START_PROMPT)]))
+    if merged[-1][0] == "assistant":
+        merged.append(("user", [_text(CONTINUE_PROMPT)]))
+    return [{"role": role, "content": blocks} for role, blocks in merged]
+
+
+def _calls_by_id(history: Sequence[Message]) -> dict[str, tuple[str | None, ToolCall]]:
+    """Each call id with the agent that made the call and the call itself."""
+    calls: dict[str, tuple[str | None, ToolCall]] = {}
+    for message in history:
+        for call in message.tool_calls:
+            calls[call.id] = (message.agent, call)
+    return calls
+
+
+def _owns(author: str | None, agent: str) -> bool:
+    return author is None or author == agent
+
+
+def _text(text: str) -> Block:
+    return {"type": "text", "text": text}
+
+
+def _text_blocks(text: str) -> list[Block]:
+    # The API rejects empty and whitespace-only text blocks.
+    return [_text(text)] if text.strip() else []
+
+
+def _map_user(message: Message) -> tuple[Role, list[Block]]:
+    return "user", _text_blocks(message.content)
+
+
+def _map_assistant(message: Message, agent: str) -> tuple[Role, list[Block]]:
+    if not _owns(message.agent, agent):
+        return "user", _text_blocks(_attributed_turn(message))
+    blocks = _text_blocks(message.content)
+    # Rescued calls have no API id: the text already carries them.
+    blocks += [_tool_use(call) for call in message.tool_calls if call.source == "native"]
+    return "assistant", blocks
+
+
+def _attributed_turn(message: Message) -> str:
+    lines = [f"[{message.agent}] {message.content}"] if message.content.strip() else []
+    lines += [
+        f"[{message.agent}] called `{call.name}` with {_json(call.arguments)}"
+        for call in message.tool_calls
+        if call.source == "native"
+    ]
+    return "\n".join(lines)
+
+
+def _map_tool(
+    message: Message, agent: str, calls: dict[str, tuple[str | None, ToolCall]]
+) -> tuple[Role, list[Block]]:
+    author, call = calls.get(message.tool_call_id or "", (message.agent, None))
+    outcome = "failed" if message.is_error else "returned"
+    if call is None:  # its call was cut from the history
+        label = f"[{author}] call" if not _owns(author, agent) else "Call"
+        return "user", [_text(f"{label} `{message.tool_call_id}` {outcome}:\n{message.content}")]
+    if not _owns(author, agent):
+        return "user", [_text(f"[{author}] `{call.name}` {outcome}:\n{message.content}")]
+    if call.source == "rescued":
+        return "user", [_text(f"Your call to `{call.name}` {outcome}:\n{message.content}")]
+    return "user", [_tool_result(call.id, message.content, is_error=message.is_error)]
+
+
+def _tool_use(call: ToolCall) -> Block:
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def _tool_result(call_id: str, content: str, *, is_error: bool) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": call_id}
+    if content.strip():
+        block["content"] = content
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _merge(segments: list[tuple[Role, list[Block]]]) -> list[tuple[Role, list[Block]]]:
+    """Join same-role neighbours so that roles alternate."""
+    merged: list[tuple[Role, list[Block]]] = []
+    for role, blocks in segments:
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, list(blocks)))
+    return merged
+
+
+def _pair_tool_blocks(messages: list[tuple[Role, list[Block]]]) -> None:
+    """Keep only `tool_use` / `tool_result` blocks that answer each other; the rest become text.
+
+    The API requires every `tool_use` to be answered by a `tool_result` in the next message,
+    every `tool_result` to answer a `tool_use` of the previous message, and the results to
+    come before any other content of their message.
+    """
+    for index, (role, blocks) in enumerate(messages):
+        if role != "user":
+            continue
+        previous = messages[index - 1][1] if index > 0 else []
+        asked = {block["id"] for block in previous if block["type"] == "tool_use"}
+        blocks[:] = [
+            block
+            if block["type"] != "tool_result" or block["tool_use_id"] in asked
+            else _orphan_result(block)
+            for block in blocks
+        ]
+        blocks.sort(key=lambda block: block["type"] != "tool_result")  # stable: results first
+    for index, (role, blocks) in enumerate(messages):
+        if role != "assistant":
+            continue
+        following = messages[index + 1][1] if index + 1 < len(messages) else []
+        answered = {block["tool_use_id"] for block in following if block["type"] == "tool_result"}
+        blocks[:] = [
+            block
+            if block["type"] != "tool_use" or block["id"] in answered
+            else _text(f"(called `{block['name']}` with {_json(block['input'])}; no result)")
+            for block in blocks
+        ]
+
+
+def _orphan_result(block: Block) -> Block:
+    outcome = "failed" if block.get("is_error") else "returned"
+    return _text(f"Call `{block['tool_use_id']}` {outcome}:\n{block.get('content', '')}")
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)

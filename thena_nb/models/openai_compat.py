@@ -1,0 +1,620 @@
+"""`OpenAICompatModel`: any server that speaks OpenAI chat completions (Ollama, vLLM, LM Studio,
+llama.cpp), through the official `openai` SDK.
+
+How the workflow's history goes on the wire:
+
+- `request.system` is the system message (in `tools_mode="prompt"` the tool section follows it).
+- The asking agent's own assistant messages keep their text; their native calls become
+  `tool_calls` with their ids and JSON-string `arguments`, answered by `tool` messages.
+- Calls rescued from text are not sent as `tool_calls` (their ids were never the server's): the
+  assistant text already holds them, and each result goes back as user text
+  (``Your call to `get_weather` returned:`` and the result).
+- Messages of other agents are user text attributed to them (`[SecurityAgent] …`), as
+  `AnthropicModel` shows them.
+- Consecutive user texts are joined with a blank line, because many chat templates require
+  alternating roles; a history that does not start with a user message gets `START_PROMPT`
+  first, and one that ends with the agent's own answer gets `CONTINUE_PROMPT` last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, Literal, assert_never
+from urllib.parse import urlsplit, urlunsplit
+
+from thena_nb.core.errors import ModelError, TransientModelError
+from thena_nb.core.model import ModelRequest, Reply, ToolSpec
+from thena_nb.core.types import Message, ToolCall
+from thena_nb.models._retry import retry_after_seconds, transient_status
+
+try:
+    import openai
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "`OpenAICompatModel` needs the `openai` package: `pip install thena_nb[openai]`"
+    ) from _exc
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+__all__ = [
+    "CONTINUE_PROMPT",
+    "INVALID_ARGUMENTS_KEY",
+    "START_PROMPT",
+    "OpenAICompatModel",
+    "ToolsMode",
+    "map_history",
+    "parse_arguments",
+]
+
+ToolsMode = Literal["auto", "prompt", "none"]
+"""How tools reach the model: the API's `tools` field, the system prompt, or not at all."""
+
+INVALID_ARGUMENTS_KEY = "_raw_arguments"
+"""Key under which a native call keeps `arguments` that were not a JSON object.
+
+No tool can have a parameter of this name (argument models forbid extra keys and pydantic
+fields cannot start with `_`), so such a call always fails validation, and its error
+observation shows the raw text back to the model.
+"""
+
+CONTINUE_PROMPT = "Continue."
+"""The user message sent when the history ends with the asking agent's own answer."""
+START_PROMPT = "Begin."
+"""The user message sent first when the history does not start with a user message."""
+
+_PLACEHOLDER_KEY = "not-needed"
+
+_PROMPT_TOOLS_HEADER = """\
+# Tools
+
+You can call the functions described below. Their signatures are inside <tools></tools> tags:
+<tools>
+{specs}
+</tools>
+
+To call a function, write a JSON object with its name and arguments inside \
+<tool_call></tool_call> tags, one block per call:
+<tool_call>
+{{"name": "<function name>", "arguments": {{<arguments as a JSON object>}}}}
+</tool_call>
+
+Each result comes back as a user message that starts with "Your call to `<function name>` \
+returned:" ("failed:" when the call failed)."""
+
+
+class OpenAICompatModel:
+    """A chat model behind an OpenAI-compatible chat completions endpoint.
+
+    Retries belong to the executor (S25): the SDK's own retries are off, and rate limits
+    (429), server errors (5xx), timeouts and dropped connections raise `TransientModelError`
+    with the server's `retry-after` when it sent one. Any other API error raises a final
+    `ModelError` naming the agent, the HTTP status and the server's message, with the SDK's
+    exception as `__cause__`. The API key never appears in a repr, a record or an error.
+
+    Tool modes:
+
+    - `"auto"` sends the tools in the API's `tools` field; native calls come back as
+      `ToolCall`s with `source="native"`, and the executor still rescues calls the model
+      wrote as text.
+    - `"prompt"`, for models or servers without tool support, sends no `tools` field and
+      describes the tools in the system prompt in the Hermes format: the signatures as JSON
+      inside `<tools></tools>`, and each call written as
+      `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; each result comes back as
+      user text. Every call then reaches the workflow through rescue. Earlier native calls in
+      the history are shown in the same markup, so nothing tool-shaped goes on the wire.
+    - `"none"` sends no tools at all; earlier calls are shown as in `"prompt"`.
+
+    A native call whose `arguments` are not a JSON object (the server passes on whatever the
+    model wrote) is kept, with the raw text as `{INVALID_ARGUMENTS_KEY: raw}`: it fails
+    argument validation like any invalid call, so the model sees its own text in the error
+    observation and can try again. Arguments encoded twice (a JSON string holding a JSON
+    object) are decoded once more.
+
+    Args:
+        model: The model id the server knows, e.g. `"qwen2.5:7b"`; also the model's `name`.
+        base_url: The API root, e.g. `"http://localhost:11434/v1"` for Ollama.
+        api_key: The key; `OPENAI_API_KEY` when not given, else a placeholder (local servers
+            need none).
+        client: A configured `openai.AsyncOpenAI` to use instead of building one. It is
+            used as it is (its timeout applies, its retries are turned off), so keep it to
+            one event loop; a client the model builds itself opens fresh connections per call
+            and works across `wf.run()` calls.
+        timeout: Seconds before a request counts as timed out.
+        stream: Stream the reply (SSE) and pass each text piece to `request.on_text_delta`.
+        tools_mode: `"auto"`, `"prompt"` or `"none"`, as above.
+
+    Example:
+        >>> model = OpenAICompatModel("qwen2.5:7b", base_url="http://localhost:11434/v1")
+        >>> model
+        OpenAICompatModel('qwen2.5:7b', base_url='http://localhost:11434/v1')
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        timeout: float = 60.0,
+        stream: bool = False,
+        tools_mode: ToolsMode = "auto",
+    ) -> None:
+        if tools_mode not in ("auto", "prompt", "none"):
+            raise ValueError(f"`tools_mode` must be 'auto', 'prompt' or 'none', got {tools_mode!r}")
+        if client is None:
+            if base_url is None:
+                raise ValueError(
+                    f"OpenAICompatModel({model!r}) needs `base_url=` (e.g. "
+                    "'http://localhost:11434/v1' for Ollama) or a configured `client=`"
+                )
+            key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
+            client = openai.AsyncOpenAI(
+                base_url=base_url, api_key=key, timeout=timeout, max_retries=0
+            )
+            self._own_client = True
+        else:
+            client = client.with_options(max_retries=0)
+            self._own_client = False
+            if base_url is None:
+                base_url = str(client.base_url)
+        self.name = model
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.stream = stream
+        self.tools_mode: ToolsMode = tools_mode
+        self._client = client
+
+    def __repr__(self) -> str:
+        parts = [repr(self.model), f"base_url={_safe_url(self.base_url)!r}"]
+        if self.stream:
+            parts.append("stream=True")
+        if self.tools_mode != "auto":
+            parts.append(f"tools_mode={self.tools_mode!r}")
+        return f"OpenAICompatModel({', '.join(parts)})"
+
+    async def respond(self, request: ModelRequest) -> Reply:
+        """Send one chat completions request and map the answer to a `Reply`.
+
+        Raises:
+            TransientModelError: On 429, 5xx, a timeout or a dropped connection.
+            ModelError: On any other API error.
+        """
+        params = self.request_params(request)
+        with self._map_errors(request.agent):
+            async with self._connection() as client:
+                if self.stream:
+                    return await self._respond_streamed(client, params, request)
+                completion = await client.chat.completions.create(**params)
+                return self._reply(completion, request.agent)
+
+    def request_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `chat.completions.create` for `request` (without the key)."""
+        native = self.tools_mode == "auto"
+        system = request.system
+        if self.tools_mode == "prompt" and request.tools:
+            system = (
+                f"{system}\n\n{_prompt_tools(request.tools)}"
+                if system
+                else _prompt_tools(request.tools)
+            )
+        messages: list[dict[str, Any]] = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.extend(map_history(request.messages, agent=request.agent, native_tools=native))
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if native and request.tools:
+            params["tools"] = [_tool_param(spec) for spec in request.tools]
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[openai.AsyncOpenAI]:
+        """The SDK client for one call.
+
+        HTTP connections belong to the event loop that opened them, and a workflow may run
+        each call on a new loop (`wf.run()` in a script or a notebook), so a client this
+        model built gets a fresh connection pool per call, closed when the call ends. A
+        `client=` the user passed is used as it is.
+        """
+        if not self._own_client:
+            yield self._client
+            return
+        client = self._client.with_options(http_client=openai.DefaultAsyncHttpxClient())
+        try:
+            yield client
+        finally:
+            await client.close()
+
+    async def _respond_streamed(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest
+    ) -> Reply:
+        stream = await client.chat.completions.create(**params)
+        builder = _StreamedReply()
+        async with stream:
+            async for chunk in stream:
+                piece = builder.add(chunk)
+                if piece and request.on_text_delta is not None:
+                    request.on_text_delta(piece)
+        if not builder.choices:
+            raise ModelError(
+                f"{self._describe(request.agent)}: the stream ended without an answer",
+                model_name=self.name,
+            )
+        return builder.reply()
+
+    def _reply(self, completion: ChatCompletion, agent: str) -> Reply:
+        if not completion.choices:
+            raise ModelError(
+                f"{self._describe(agent)}: the server returned no choices", model_name=self.name
+            )
+        return _reply_from_completion(completion)
+
+    def _describe(self, agent: str) -> str:
+        return f"agent {agent!r}: model {self.model!r}"
+
+    @contextmanager
+    def _map_errors(self, agent: str) -> Iterator[None]:
+        """Turn SDK exceptions into `ModelError`s at one boundary."""
+        try:
+            yield
+        except openai.OpenAIError as exc:
+            self._scrub_exception(exc)
+            raise self._model_error(exc, self._describe(agent)) from exc
+
+    def _model_error(self, exc: openai.OpenAIError, where: str) -> ModelError:
+        if isinstance(exc, openai.APITimeoutError):
+            return TransientModelError(
+                f"{where}: request timed out (timeout={self.timeout}s)", model_name=self.name
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return TransientModelError(
+                f"{where}: could not reach {_safe_url(self.base_url)} ({exc.message}); is the "
+                "server running?",
+                model_name=self.name,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            text = self._scrub(f"{where}: HTTP {status}: {_server_message(exc)}")
+            if transient_status(status):
+                retry_after = retry_after_seconds(exc.response.headers)
+                return TransientModelError(
+                    text, retry_after=retry_after, model_name=self.name, status_code=status
+                )
+            return ModelError(text, model_name=self.name, status_code=status)
+        if isinstance(exc, openai.APIError):
+            # An error event inside a stream: no HTTP status, maybe a code in the body.
+            code = exc.body.get("code") if isinstance(exc.body, Mapping) else None
+            stream_status = code if isinstance(code, int) else None
+            text = self._scrub(f"{where}: error in the stream: {_server_message(exc)}")
+            if stream_status is not None and transient_status(stream_status):
+                return TransientModelError(text, model_name=self.name, status_code=stream_status)
+            return ModelError(text, model_name=self.name, status_code=stream_status)
+        return ModelError(
+            self._scrub(f"{where}: {type(exc).__name__}: {exc}"), model_name=self.name
+        )
+
+    def _scrub_exception(self, exc: BaseException) -> None:
+        """Remove the key from the SDK exception that becomes `__cause__`, in case the server
+        echoed it into the message a traceback would print."""
+        exc.args = tuple(self._scrub(a) if isinstance(a, str) else a for a in exc.args)
+        message = getattr(exc, "message", None)
+        if isinstance(message, str):
+            exc.message = self._scrub(message)  # type: ignore[attr-defined]
+
+    def _scrub(self, text: str) -> str:
+        """Remove the key from text a server wrote, in case it echoed it."""
+        key = self._client.api_key
+        if isinstance(key, str) and len(key) >= 8 and key != _PLACEHOLDER_KEY:
+            return text.replace(key, "***")
+        return text
+
+
+# --- history -> chat completions messages --------------------------------------------------
+
+
+def map_history(
+    messages: Sequence[Message], *, agent: str, native_tools: bool = True
+) -> list[dict[str, Any]]:
+    """Map the workflow's history to chat completions messages for `agent`.
+
+    Args:
+        messages: The history, as the request carries it.
+        agent: The asking agent; assistant messages of other agents become attributed user text.
+        native_tools: Send native calls as `tool_calls` answered by `tool` messages; `False`
+            writes them as `<tool_call>` text and their results as user text.
+
+    Returns:
+        Messages that start with `user`, end with `user`, and answer every `tool_calls` id
+        with a `tool` message right after it.
+    """
+    calls = _calls_by_id(messages)
+    out: list[dict[str, Any]] = []
+    wire_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        match message.role:
+            case "user":
+                _add_user(out, message.content)
+            case "assistant":
+                wire_ids = _map_assistant(out, messages, i, agent, native_tools=native_tools)
+            case "tool":
+                _map_tool(out, message, agent, calls, wire_ids)
+            case _:
+                assert_never(message.role)
+    if not out or out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": START_PROMPT})
+    if out[-1]["role"] == "assistant":
+        out.append({"role": "user", "content": CONTINUE_PROMPT})
+    return out
+
+
+def _calls_by_id(messages: Sequence[Message]) -> dict[str, tuple[str | None, ToolCall]]:
+    """Each call id with the agent that made the call and the call itself."""
+    return {c.id: (m.agent, c) for m in messages for c in m.tool_calls}
+
+
+def _owns(author: str | None, agent: str) -> bool:
+    return author is None or author == agent
+
+
+def _map_assistant(
+    out: list[dict[str, Any]],
+    messages: Sequence[Message],
+    i: int,
+    agent: str,
+    *,
+    native_tools: bool,
+) -> set[str]:
+    """Append assistant message `i`; return the call ids it put in `tool_calls`."""
+    message = messages[i]
+    native = [c for c in message.tool_calls if c.source == "native"]
+    if not _owns(message.agent, agent):
+        lines = [f"[{message.agent}] {message.content}"] if message.content.strip() else []
+        lines += [f"[{message.agent}] called `{c.name}` with {_dumps(c.arguments)}" for c in native]
+        _add_user(out, "\n".join(lines))
+        return set()
+    answered = _answered_ids(messages, i) if native_tools else set()
+    wire = [c for c in native if c.id in answered]
+    # Rescued calls are in the text already; native calls that cannot go on the wire are
+    # written the way `tools_mode="prompt"` asks the model to write them.
+    content = _join(message.content, *(_call_text(c) for c in native if c not in wire))
+    if not content.strip() and not wire:
+        return set()
+    wire_message: dict[str, Any] = {"role": "assistant", "content": content}
+    if wire:
+        # The API wants `content` null rather than empty next to `tool_calls`.
+        wire_message["content"] = content or None
+        wire_message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": _dumps(c.arguments)},
+            }
+            for c in wire
+        ]
+    out.append(wire_message)
+    return {c.id for c in wire}
+
+
+def _answered_ids(messages: Sequence[Message], i: int) -> set[str]:
+    """Ids answered by the `tool` messages right after assistant message `i`.
+
+    The API rejects a `tool_calls` entry that no `tool` message answers, so a call whose
+    result is missing (a history processor dropped it) is shown as text instead.
+    """
+    ids: set[str] = set()
+    for j in range(i + 1, len(messages)):
+        message = messages[j]
+        if message.role != "tool":
+            break
+        if message.tool_call_id is not None:
+            ids.add(message.tool_call_id)
+    return ids
+
+
+def _map_tool(
+    out: list[dict[str, Any]],
+    message: Message,
+    agent: str,
+    calls: dict[str, tuple[str | None, ToolCall]],
+    wire_ids: set[str],
+) -> None:
+    call_id = message.tool_call_id or ""
+    author, call = calls.get(call_id, (message.agent, None))
+    if call_id in wire_ids:
+        out.append({"role": "tool", "tool_call_id": call_id, "content": message.content})
+        return
+    name = call.name if call is not None else "tool"
+    outcome = "failed" if message.is_error else "returned"
+    if _owns(author, agent):
+        _add_user(out, f"Your call to `{name}` {outcome}:\n{message.content}")
+    else:
+        _add_user(out, f"[{author}] `{name}` {outcome}:\n{message.content}")
+
+
+def _add_user(out: list[dict[str, Any]], text: str) -> None:
+    """Append user text, joined to a user message just before it: many chat templates
+    require alternating roles."""
+    if not text.strip():
+        return
+    if out and out[-1]["role"] == "user":
+        out[-1]["content"] = _join(out[-1]["content"], text)
+    else:
+        out.append({"role": "user", "content": text})
+
+
+def _call_text(call: ToolCall) -> str:
+    return f"<tool_call>\n{_dumps({'name': call.name, 'arguments': call.arguments})}\n</tool_call>"
+
+
+def _join(*parts: str) -> str:
+    return "\n\n".join(p for p in parts if p)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+# --- tools -------------------------------------------------------------------------------
+
+
+def _tool_param(spec: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        function["description"] = spec.description
+    function["parameters"] = spec.parameters
+    return {"type": "function", "function": function}
+
+
+def _prompt_tools(tools: Sequence[ToolSpec]) -> str:
+    """The tool section of the system prompt in `tools_mode="prompt"` (Hermes format)."""
+    specs = "\n".join(_dumps(_tool_param(spec)) for spec in tools)
+    return _PROMPT_TOOLS_HEADER.format(specs=specs)
+
+
+# --- chat completions answer -> Reply ------------------------------------------------------
+
+
+def _reply_from_completion(completion: ChatCompletion) -> Reply:
+    choice = completion.choices[0]
+    message = choice.message
+    calls = [
+        _tool_call(tc.id, n, tc.function.name, tc.function.arguments)
+        for n, tc in enumerate(message.tool_calls or [])
+        if tc.type == "function"
+    ]
+    return Reply(
+        text=message.content or "",
+        tool_calls=calls,
+        finish_reason=choice.finish_reason,
+        **_usage(completion.usage),
+    )
+
+
+def _tool_call(call_id: str | None, n: int, name: str | None, raw: str | None) -> ToolCall:
+    # Some servers leave the id out; the executor still needs one per call.
+    return ToolCall(
+        id=call_id or f"call_{n}",
+        name=name or "",
+        arguments=parse_arguments(raw),
+        source="native",
+    )
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """Decode a native call's `arguments` string; never raises.
+
+    Returns the JSON object, `{}` for an empty string, the object inside a JSON string that
+    holds one (double encoding), and otherwise `{INVALID_ARGUMENTS_KEY: raw}`.
+    """
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+        if isinstance(value, str):
+            value = json.loads(value)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    return {INVALID_ARGUMENTS_KEY: raw}
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {}
+    details = getattr(usage, "prompt_tokens_details", None)
+    return {
+        "input_tokens": usage.prompt_tokens or 0,
+        "output_tokens": usage.completion_tokens or 0,
+        "cache_read_tokens": getattr(details, "cached_tokens", None) or 0,
+        "cache_write_tokens": getattr(details, "cache_write_tokens", None) or 0,
+    }
+
+
+class _StreamedReply:
+    """Assembles streamed chunks into the `Reply` the same answer gives unstreamed."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.choices = 0
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Take one chunk in; return its text piece ("" when it has none)."""
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if not chunk.choices:
+            return ""
+        self.choices += 1
+        choice = chunk.choices[0]
+        if choice.finish_reason is not None:
+            self.finish_reason = choice.finish_reason
+        delta = choice.delta
+        for n, tc in enumerate(delta.tool_calls or []):
+            index = tc.index if isinstance(getattr(tc, "index", None), int) else n
+            call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            # Tool call deltas are assembled by index: the id arrives once, name and
+            # arguments in pieces.
+            if tc.id and not call["id"]:
+                call["id"] = tc.id
+            if tc.function is not None:
+                call["name"] += tc.function.name or ""
+                call["arguments"] += tc.function.arguments or ""
+        piece = delta.content or ""
+        if piece:
+            self.text.append(piece)
+        return piece
+
+    def reply(self) -> Reply:
+        """The assembled `Reply`."""
+        calls = [
+            _tool_call(c["id"], n, c["name"], c["arguments"])
+            for n, c in enumerate(self.calls[i] for i in sorted(self.calls))
+        ]
+        return Reply(
+            text="".join(self.text),
+            tool_calls=calls,
+            finish_reason=self.finish_reason,
+            **_usage(self.usage),
+        )
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def _server_message(exc: openai.APIError) -> str:
+    """What the server said, from the error body (OpenAI's `{"error": {"message"}}`, Ollama's
+    `{"error": "..."}` or plain text)."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message") or body.get("error")
+        if isinstance(message, str) and message:
+            return message
+    if isinstance(body, str) and body.strip():
+        return body.strip()
+    return exc.message
+
+
+def _safe_url(url: str | None) -> str:
+    """`url` without user info, query or fragment, fit for messages and reprs."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
