@@ -39,9 +39,13 @@ def agent_key(agent: Any) -> str:
 
 
 def _message_bytes(m: Message) -> bytes:
-    calls = [(c.id, c.name, c.arguments, c.source) for c in m.tool_calls] if m.tool_calls else ""
-    fields = (m.role, m.agent, m.content, m.tool_call_id, m.is_error, calls)
-    return "\x1e".join(map(str, fields)).encode() + b"\x1d"
+    d = m.__dict__
+    calls = d["tool_calls"]
+    shown = repr([(c.id, c.name, c.arguments, c.source) for c in calls]) if calls else ""
+    return (
+        f"{d['role']}\x1e{d['agent']}\x1e{d['content']}\x1e{d['tool_call_id']}"
+        f"\x1e{d['is_error']}\x1e{shown}\x1d"
+    ).encode()
 
 
 class HistoryHasher:

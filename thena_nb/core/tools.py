@@ -235,8 +235,8 @@ def _doc(fn: Callable[..., Any]) -> str:
 def _to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if type(value) in (int, float):
-        return json.dumps(value)
+    if type(value) is int:
+        return str(value)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:
