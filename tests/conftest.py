@@ -14,10 +14,12 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test may reach a real API by accident."""
-    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "THENA_NB_STORE"):
+def _clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test may reach a real API by accident, or write runs into the user's own store."""
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
+    store = tmp_path_factory.getbasetemp() / "default-store" / "runs.sqlite3"
+    monkeypatch.setenv("THENA_NB_STORE", str(store))
 
 
 @pytest.fixture(autouse=True)
