@@ -112,7 +112,10 @@ class Agent:
         """A copy of this agent with some fields replaced (used by fork and experiments).
 
         Example:
-            >>> brief = calc.replace(system="Be brief.")
+            >>> from thena_nb.models import ScriptedModel
+            >>> agent = Agent("Executor", model=ScriptedModel(["ok"]), system="Be thorough.")
+            >>> agent.replace(system="Be brief.").system
+            'Be brief.'
         """
         fields = dict(
             model=self.model,

@@ -192,7 +192,15 @@ class Run:
     def _repr_html_(self) -> str:
         from thena_nb.core import _html
 
-        return _html.run_html(self)
+        try:
+            from thena_nb.notebook.charts import failure_chart, figure_png_b64
+            from thena_nb.notebook.frames import frame_html, turn_frame
+        except ImportError:  # pandas or matplotlib missing: the stdlib view only
+            return _html.run_html(self)
+        chart = figure_png_b64(failure_chart(self.turns, self.loops)) if self.loops else None
+        return _html.run_html(
+            self, frame_html=frame_html(turn_frame(self.turns)), chart_png_b64=chart
+        )
 
     def __repr__(self) -> str:
         reasons = ", ".join(f"{r}" for r in self.stop_reasons.values() if r)

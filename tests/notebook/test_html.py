@@ -1,0 +1,192 @@
+"""HTML views of turns, workflows and runs: content, structure, and escaping everywhere."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from nb_records import HOSTILE, build_loop, build_turn
+
+from thena_nb.core import _html
+from thena_nb.core.agent import Agent
+from thena_nb.core.report import Run
+from thena_nb.core.steps import loop, parallel
+from thena_nb.core.stopping import Condition, until_answered
+from thena_nb.core.tools import tool
+from thena_nb.core.types import LoopFailure, ToolCall, TurnInfo
+from thena_nb.core.workflow import Workflow
+from thena_nb.models import ScriptedModel, reply
+from thena_nb.notebook.charts import failure_chart, figure_png_b64
+from thena_nb.notebook.frames import frame_html, turn_frame
+
+SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
+IMG = "&lt;img src=x onerror=alert(1)&gt;"
+
+
+def assert_escaped(text: str, *, times: int = 1) -> None:
+    """No live tag from `HOSTILE` survives; its escaped form is shown at least `times` times."""
+    assert "<script" not in text.lower()
+    assert "<img src=x" not in text
+    assert re.search(r"<[^>]*onerror", text) is None
+    assert text.count(SCRIPT) >= times
+    assert text.count(IMG) >= times
+
+
+@tool
+def search(q: str) -> str:
+    """Search the notes."""
+    return HOSTILE
+
+
+def hostile_turn() -> object:
+    calls = [
+        ToolCall(
+            id="c1",
+            name=HOSTILE,
+            arguments={"q": HOSTILE},
+            source="rescued",
+            ok=True,
+            result=HOSTILE,
+        ),
+        ToolCall(id="c2", name="search", arguments={}, ok=False, error=HOSTILE),
+    ]
+    refused = [ToolCall(id="c3", name="rm", arguments={"path": HOSTILE}, error=HOSTILE)]
+    turn = build_turn(4, response=HOSTILE, finish_reason=HOSTILE, agent=HOSTILE, path=HOSTILE)
+    return turn.model_copy(update={"tool_calls": calls, "refused_calls": refused})
+
+
+def test_escape_handles_quotes_none_and_non_strings() -> None:
+    assert _html.escape("<a href=\"x\" title='y'>&</a>") == (
+        "&lt;a href=&quot;x&quot; title=&#x27;y&#x27;&gt;&amp;&lt;/a&gt;"
+    )
+    assert _html.escape(None) == ""
+    assert _html.escape(3) == "3"
+
+
+def test_turn_info_html_shows_every_field_escaped() -> None:
+    info = TurnInfo(
+        called_tool=True,
+        tool_name=HOSTILE,
+        tool_error=True,
+        tool_call_source="rescued",
+        response=HOSTILE,
+    )
+    text = _html.turn_info_html(info)
+    assert_escaped(text, times=2)
+    for field in ("called_tool", "tool_name", "tool_error", "tool_call_source", "response"):
+        assert field in text
+    assert "rescued" in text
+    assert info._repr_html_() == text
+
+
+def test_turn_html_shows_text_calls_arguments_outcomes_and_badges() -> None:
+    turn = hostile_turn()
+    text = _html.turn_html(turn)
+    # response, agent, path, finish reason, call name, arguments, result, error, refused call
+    assert_escaped(text, times=8)
+    assert "turn 4" in text
+    assert "rescued" in text and "native" in text
+    assert ">ok<" in text and ">failed<" in text
+    assert "not run" in text
+    assert turn._repr_html_() == text  # type: ignore[attr-defined]
+
+
+def test_turn_html_of_a_silent_text_turn() -> None:
+    text = _html.turn_html(build_turn(0, iteration=2, branch=1, attempts=3))
+    assert "(no text)" in text
+    assert "iteration 2" in text
+    assert "branch 1" in text
+    assert "3 attempts" in text
+
+
+def test_workflow_html_draws_the_step_tree() -> None:
+    a = Agent("Security", model=ScriptedModel(["ok"], name="model-a"), tools=[search])
+    b = Agent("Perf", model=ScriptedModel(["ok"]))
+    executor = Agent("Executor", model=ScriptedModel(["ok"]))
+
+    def prepare(ctx: object) -> None:
+        return None
+
+    def give_up(ctx: object, iterations: int) -> None:
+        return None
+
+    wf = Workflow(
+        "review",
+        [
+            prepare,
+            parallel([a, b]),
+            loop(
+                steps=[executor],
+                until=until_answered,
+                max_iterations=8,
+                max_fails=math.inf,
+                on_exhausted=give_up,
+            ),
+        ],
+    )
+    text = _html.workflow_html(wf)
+    assert "review" in text
+    assert "prepare(ctx)" in text
+    assert 'class="thena-parallel"' in text
+    assert "display:flex" in text  # branches side by side
+    assert text.index("Security") < text.index("Perf")
+    assert "model-a" in text and "search" in text
+    assert "until <code>until_answered</code>" in text
+    assert "max_iterations 8" in text
+    assert "max_fails off" in text
+    assert "on_exhausted <code>give_up</code>" in text
+    assert wf._repr_html_() == text
+
+
+def test_workflow_html_escapes_names_a_user_chose() -> None:
+    model = ScriptedModel(["ok"], name=HOSTILE)
+    until = Condition(lambda ctx: True, name=HOSTILE)
+    wf = Workflow("wf", [loop(steps=[Agent("A", model=model)], until=until)])
+    assert_escaped(_html.workflow_html(wf), times=2)
+
+
+def hostile_run() -> Run:
+    run = Run(workflow_name="wf", input=HOSTILE)
+    run.output = HOSTILE
+    run.status = "failed"
+    run.error = HOSTILE
+    run.turns = [build_turn(0, response=HOSTILE, source="native", failed=True, streak=1)]
+    node = build_loop("wf/0.loop", [0], stop_reason=None, error=HOSTILE)
+    node.failures = LoopFailure(consecutive=1, total=1, tool_name=HOSTILE, message=HOSTILE)
+    run.report.children.append(node)
+    return run
+
+
+def test_run_html_shows_status_loops_usage_and_turns_escaped() -> None:
+    run = hostile_run()
+    text = _html.run_html(run)
+    # output, error, failure tool name, failure message, turn response
+    assert_escaped(text, times=5)
+    assert "failed" in text
+    assert "wf/0.loop" in text
+    assert "model calls" in text
+    assert "<table>" in text
+
+
+def test_run_html_embeds_the_frame_and_chart_it_is_given() -> None:
+    run = hostile_run()
+    table = frame_html(turn_frame(run.turns))
+    png = figure_png_b64(failure_chart(run.turns, run.loops))
+    text = _html.run_html(run, frame_html=table, chart_png_b64=png)
+    assert_escaped(text, times=5)
+    assert table in text
+    assert f"data:image/png;base64,{png}" in text
+
+
+def test_a_real_run_with_hostile_model_text_renders_escaped() -> None:
+    model = ScriptedModel([reply.tool("search", q=HOSTILE), HOSTILE])
+    agent = Agent("Finder", model=model, tools=[search])
+    run = Workflow("wf", [loop(steps=[agent], until=until_answered)]).run(HOSTILE)
+    outputs = [
+        run._repr_html_(),
+        _html.run_html(run, frame_html=frame_html(run.frame())),
+        *(_html.turn_html(t) for t in run.turns),
+        _html.turn_info_html(run.turns[-1].info),
+    ]
+    for text in outputs:
+        assert_escaped(text)

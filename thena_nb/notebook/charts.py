@@ -1,0 +1,152 @@
+"""The failure-streak chart: one panel per loop, built on `matplotlib.figure.Figure`.
+
+`failure_chart` backs `Run.failure_chart()`. It never touches pyplot (which keeps global
+references to every figure) and never calls `show()`; the notebook displays the returned
+`Figure`, and `figure_png_b64` turns it into a PNG for a run's HTML view.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:
+    from thena_nb.core.report import ReportNode
+    from thena_nb.core.types import Turn
+
+__all__ = ["MARKER_LABELS", "STREAK_LABEL", "THRESHOLD_LABEL", "failure_chart", "figure_png_b64"]
+
+MARKER_LABELS: dict[tuple[str, bool], str] = {
+    ("native", True): "native ok",
+    ("native", False): "native failed",
+    ("rescued", True): "rescued ok",
+    ("rescued", False): "rescued failed",
+}
+"""The label of the marker artist for each (tool call source, worked) pair."""
+
+_MARKER_STYLE: dict[tuple[str, bool], tuple[str, str]] = {
+    ("native", True): ("o", "tab:green"),
+    ("native", False): ("o", "tab:red"),
+    ("rescued", True): ("D", "tab:olive"),
+    ("rescued", False): ("D", "tab:purple"),
+}
+STREAK_LABEL = "failure streak"
+"""The label of each panel's step line."""
+THRESHOLD_LABEL = "max_fails"
+"""The label of each panel's threshold line."""
+
+
+def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Figure:
+    """One panel per loop: its failure streak turn by turn, the threshold and its stop reason.
+
+    Each panel draws the loop's `consecutive_fails` after each of its turns as a step line,
+    `max_fails` as a horizontal line (left out when it is `inf`), one marker per turn that
+    called tools (labelled by `MARKER_LABELS`: native or rescued, working or failed), and
+    the loop's stop reason as text.
+
+    Args:
+        turns: The run's turns (`run.turns`); a loop node's turn indexes point into them.
+        loops: The run's loop nodes (`run.loops`), one panel each.
+
+    Returns:
+        A `Figure` not registered with pyplot; with no loops, one panel saying "no loops".
+    """
+    fig = Figure(figsize=(8.0, 0.6 + 2.2 * max(1, len(loops))), layout="constrained")
+    FigureCanvasAgg(fig)
+    if not loops:
+        ax = fig.add_subplot()
+        ax.text(0.5, 0.5, "no loops", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    axes = fig.subplots(len(loops), 1, squeeze=False)[:, 0]
+    by_index = _by_index(turns)
+    for ax, loop_node in zip(axes, loops, strict=True):
+        _draw_loop(ax, loop_node, [by_index(i) for i in loop_node.turn_indexes()])
+    axes[-1].set_xlabel("turn")
+    return fig
+
+
+def figure_png_b64(fig: Figure, *, dpi: int = 80) -> str:
+    """The figure as base64 PNG text, for an `<img src="data:image/png;base64,…">`.
+
+    Args:
+        fig: A figure, e.g. from `failure_chart`.
+        dpi: Resolution of the PNG.
+
+    Returns:
+        The PNG bytes, base64-encoded as ASCII text.
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _by_index(turns: Sequence[Turn]) -> Callable[[int], Turn]:
+    if all(turn.index == position for position, turn in enumerate(turns)):
+        return turns.__getitem__
+    table = {turn.index: turn for turn in turns}
+    return table.__getitem__
+
+
+def _draw_loop(ax: Axes, loop_node: ReportNode, loop_turns: list[Turn]) -> None:
+    xs = [turn.index for turn in loop_turns]
+    streak = [turn.consecutive_fails for turn in loop_turns]
+    ax.step(xs, streak, where="post", color="tab:blue", linewidth=1.2, label=STREAK_LABEL)
+    max_fails = loop_node.max_fails
+    if max_fails is not None and not math.isinf(max_fails):
+        ax.axhline(max_fails, color="tab:red", linestyle="--", linewidth=1, label=THRESHOLD_LABEL)
+    points: dict[tuple[str, bool], tuple[list[int], list[int]]] = {}
+    for turn in loop_turns:
+        info = turn.info
+        if not info.called_tool:
+            continue
+        key: tuple[str, bool] = (info.tool_call_source or "native", not info.tool_error)
+        x_list, y_list = points.setdefault(key, ([], []))
+        x_list.append(turn.index)
+        y_list.append(turn.consecutive_fails)
+    for key, label in MARKER_LABELS.items():
+        if key not in points:
+            continue
+        marker, color = _MARKER_STYLE[key]
+        x_list, y_list = points[key]
+        ax.plot(x_list, y_list, linestyle="none", marker=marker, color=color, ms=4, label=label)
+    top: float = max(streak, default=0)
+    if max_fails is not None and not math.isinf(max_fails):
+        top = max(top, max_fails)
+    ax.set_ylim(-0.3, max(top, 1) + 0.7)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(loop_node.path, fontsize=9, loc="left")
+    ax.set_ylabel("consecutive fails")
+    # Above the panel, right-aligned, so it never hides a point; a text artist in `ax.texts`.
+    ax.text(
+        1.0,
+        1.02,
+        _stop_text(loop_node),
+        ha="right",
+        va="bottom",
+        fontsize=9,
+        transform=ax.transAxes,
+    )
+    if not loop_turns:
+        ax.text(0.5, 0.5, "no turns", ha="center", va="center", transform=ax.transAxes)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+
+
+def _stop_text(loop_node: ReportNode) -> str:
+    iterations = f"{loop_node.iterations}"
+    if loop_node.max_iterations is not None:
+        iterations += f"/{loop_node.max_iterations}"
+    if loop_node.stop_reason is not None:
+        return f"stopped: {loop_node.stop_reason} after {iterations} iterations"
+    if loop_node.error is not None:
+        return f"ended by an error after {iterations} iterations"
+    return f"running: {iterations} iterations"
