@@ -43,6 +43,7 @@ from thena_nb.core.types import (
     Usage,
 )
 from thena_nb.core.workflow import Workflow
+from thena_nb.experiment import grid
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,6 +76,7 @@ __all__ = [
     "WorkflowDefinitionError",
     "called_tool",
     "frames",
+    "grid",
     "keep_first_and_recent",
     "loop",
     "max_tool_calls",

@@ -26,19 +26,25 @@ if TYPE_CHECKING:
     from thena_nb.core.session import Event
     from thena_nb.core.steps import LoopStep
 
-__all__ = ["Context", "RunRecorder", "current_run_id"]
+__all__ = ["Context", "RunRecorder", "current_run", "current_run_id"]
 
-_current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "thena_nb_run_id", default=None
+_current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
+    "thena_nb_run", default=None
 )
 
 
-def current_run_id() -> str | None:
-    """The id of the run being executed in this task, or `None` outside a run.
+def current_run() -> Run | None:
+    """The run being executed in this task, or `None` outside a run.
 
-    Offline models use it to start their script again at every run.
+    Offline models key their position on it, so that every run starts its script again.
     """
-    return _current_run_id.get()
+    return _current_run.get()
+
+
+def current_run_id() -> str | None:
+    """The id of the run being executed in this task, or `None` outside a run."""
+    run = _current_run.get()
+    return run.run_id if run is not None else None
 
 
 @dataclass(eq=False)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from thena_nb.core._signals import Halt, LoopBreak
-from thena_nb.core.context import Context, RunControl, RunRecorder, Scope, _current_run_id
+from thena_nb.core.context import Context, RunControl, RunRecorder, Scope, _current_run
 from thena_nb.core.executor import run_steps
 from thena_nb.core.replay import Replay
 from thena_nb.core.report import Run
@@ -221,7 +221,7 @@ class Session:
 
     async def _drive(self) -> None:
         run = self.result
-        _current_run_id.set(run.run_id)
+        _current_run.set(run)
         ctx = Context(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
         self._ctx = ctx
         status: Any = "finished"

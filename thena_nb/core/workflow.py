@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -20,6 +21,7 @@ from thena_nb.core.stopping import condition_arity, condition_parts
 from thena_nb.core.types import Budget, RetryPolicy
 
 if TYPE_CHECKING:
+    from thena_nb.experiment import Experiment
     from thena_nb.notebook.stepper import Stepper
 
 __all__ = ["Workflow"]
@@ -131,7 +133,14 @@ class Workflow:
         s = self.session(
             input, state=state, replay=replay, live_from=live_from, run_id=run_id, store=store
         )
-        return await s.run()
+        try:
+            return await s.run()
+        except asyncio.CancelledError:
+            # Cancelling the caller cancels the run too; it keeps every finished turn (S28).
+            if s.task is not None and not s.task.done():
+                s.task.cancel()
+                await asyncio.wait([s.task])
+            raise
 
     def run(
         self,
@@ -157,6 +166,42 @@ class Workflow:
                 run_id=run_id,
                 store=store,
             )
+        )
+
+    def map(
+        self,
+        inputs: Iterable[Any],
+        *,
+        variants: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        concurrency: int = 8,
+        backend: Literal["local", "ray"] = "local",
+        store: Any = None,
+        progress: bool = True,
+        ray_address: str | None = None,
+    ) -> Experiment:
+        """Run every input under every variant and collect the runs in an `Experiment`.
+
+        Args:
+            inputs: The inputs, one run each per variant.
+            variants: Variant name to changes, e.g. `{"brief": {"Executor": {"system":
+                "Be brief."}}}`; `thena_nb.grid(...)` builds the cross product of several.
+            concurrency: Runs in flight at once.
+            backend: `"local"` (asyncio) or `"ray"` (one Ray task per run).
+            store: Where runs are kept; finished runs found there are reused for free.
+            progress: Show a progress bar.
+            ray_address: The Ray cluster to use (a local one by default).
+        """
+        from thena_nb.experiment import run_experiment
+
+        return run_experiment(
+            self,
+            inputs,
+            variants=variants,
+            concurrency=concurrency,
+            backend=backend,
+            store=store,
+            progress=progress,
+            ray_address=ray_address,
         )
 
     def stepper(self, input: str, *, state: Any = None) -> Stepper:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models.scripted import as_reply
+from thena_nb.models.scripted import CallCounter, as_reply
 
 __all__ = ["FunctionModel"]
 
@@ -34,15 +34,17 @@ class FunctionModel:
         self.name = name
         self.requests: list[ModelRequest] = []
         self._is_async = inspect.iscoroutinefunction(fn)
+        self._calls = CallCounter()
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Call the function and turn what it returns into a `Reply`."""
         self.requests.append(request)
+        call = self._calls.next()
         if self._is_async:
             value = await self.fn(request)
         else:
             value = await asyncio.to_thread(self.fn, request)
-        return as_reply(value, where=f"FunctionModel {self.name!r}")
+        return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=call)
 
     def __repr__(self) -> str:
         label = getattr(self.fn, "__name__", repr(self.fn))

@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,8 +15,6 @@ from thena_nb.core.model import Reply
 from thena_nb.core.types import ToolCall
 
 __all__ = ["ErrorReply", "calls", "error", "text", "tool"]
-
-_ids = itertools.count(1)
 
 
 class ErrorReply:
@@ -85,8 +82,10 @@ def calls(
     output_tokens: int = 0,
 ) -> Reply:
     """Several native tool calls in one turn, in order."""
+    # The id is left empty: offline models give each call an id that is the same in every
+    # run (`call_<n>_<i>`), so replays and request keys line up.
     made = [
-        ToolCall(id=f"call_{next(_ids)}", name=name, arguments=dict(args), source="native")
+        ToolCall(id="", name=name, arguments=dict(args), source="native")
         for name, args in tool_calls
     ]
     return Reply(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from thena_nb.core.context import current_run_id
+from thena_nb.core.context import current_run
 from thena_nb.core.errors import ScriptExhaustedError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.models.reply import ErrorReply
@@ -17,10 +18,39 @@ __all__ = ["ScriptedModel"]
 ScriptItem = Reply | str | ErrorReply
 
 
-def as_reply(item: Any, *, where: str) -> Reply:
+class CallCounter:
+    """Counts an offline model's calls per run, forgetting a run when it is gone."""
+
+    def __init__(self) -> None:
+        self._counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._outside = 0
+
+    def next(self) -> int:
+        """The 1-based number of this call within the current run."""
+        run = current_run()
+        if run is None:
+            self._outside += 1
+            return self._outside
+        count = self._counts.get(run, 0) + 1
+        self._counts[run] = count
+        return count
+
+
+def with_call_ids(reply: Reply, call: int) -> Reply:
+    """Give the reply helpers' calls ids that are the same in every run: `call_<n>_<i>`."""
+    if not any(c.id == "" for c in reply.tool_calls):
+        return reply
+    calls = [
+        c.model_copy(update={"id": f"call_{call}_{i}"}) if c.id == "" else c
+        for i, c in enumerate(reply.tool_calls)
+    ]
+    return reply.model_copy(update={"tool_calls": calls})
+
+
+def as_reply(item: Any, *, where: str, call: int = 0) -> Reply:
     """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`."""
     if isinstance(item, Reply):
-        return item
+        return with_call_ids(item, call)
     if isinstance(item, str):
         return text_reply(item)
     if isinstance(item, ErrorReply):
@@ -60,18 +90,13 @@ class ScriptedModel:
         self.delay = delay
         self.name = name
         self.requests: list[ModelRequest] = []
-        self._positions: dict[str | None, int] = {}
+        self._calls = CallCounter()
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Answer with the next scripted reply of the current run."""
         self.requests.append(request)
-        run_id = current_run_id()
-        position = self._positions.get(run_id, 0)
-        self._positions[run_id] = position + 1
-        if len(self._positions) > 64:  # forget old runs; only the current one matters
-            for key in list(self._positions)[:-32]:
-                del self._positions[key]
-        call = position + 1
+        call = self._calls.next()
+        position = call - 1
         if position >= len(self.replies):
             raise ScriptExhaustedError(
                 f"ScriptedModel {self.name!r} has no reply for call {call}: its script holds "
@@ -81,7 +106,9 @@ class ScriptedModel:
             )
         if self.delay:
             await asyncio.sleep(self.delay)
-        return as_reply(self.replies[position], where=f"ScriptedModel {self.name!r} call {call}")
+        return as_reply(
+            self.replies[position], where=f"ScriptedModel {self.name!r} call {call}", call=call
+        )
 
     def __repr__(self) -> str:
         extra = f", name={self.name!r}" if self.name != "scripted" else ""
