@@ -81,6 +81,7 @@ __all__ = [
     "loop",
     "max_tool_calls",
     "parallel",
+    "runs",
     "stuck",
     "tool",
     "turn_of",
@@ -95,6 +96,7 @@ def frames(runs: Any) -> pd.DataFrame:
     """Stack several runs' turn frames into one DataFrame with a leading `run_id` column.
 
     Example:
+        >>> from thena_nb import Agent, Workflow, frames
         >>> from thena_nb.models import ScriptedModel
         >>> wf = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))])
         >>> frames([wf.run("x"), wf.run("y")]).shape[0]
@@ -103,6 +105,13 @@ def frames(runs: Any) -> pd.DataFrame:
     from thena_nb.notebook.frames import stack_frames
 
     return stack_frames(list(runs))
+
+
+def runs(*, store: Any = None) -> pd.DataFrame:
+    """The stored runs as a DataFrame, newest first (from the default store unless given)."""
+    from thena_nb.durable import runs as stored_runs
+
+    return stored_runs(store=store)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

@@ -7,6 +7,7 @@ id derived from the workflow, the input and the variant, so running the same exp
 again reuses the runs that finished (no model call) and runs only the rest.
 
 Example:
+    >>> from thena_nb import Agent, Workflow, grid, loop, until_answered
     >>> from thena_nb.models import ScriptedModel
     >>> agent = Agent("Executor", model=ScriptedModel(["done"]))
     >>> wf = Workflow("demo", [loop(steps=[agent], until=until_answered)])
@@ -82,6 +83,7 @@ def grid(**axes: Mapping[str, Changes]) -> dict[str, dict[str, dict[str, Any]]]:
             different values.
 
     Example:
+        >>> from thena_nb import grid, loop
         >>> variants = grid(
         ...     prompt={"brief": {"Executor": {"system": "Be brief."}},
         ...             "chatty": {"Executor": {"system": "Explain."}}},

@@ -49,6 +49,7 @@ class Agent:
             call order).
 
     Example:
+        >>> from thena_nb import Agent, tool
         >>> from thena_nb.models import ScriptedModel, reply
         >>> @tool
         ... def add(a: int, b: int) -> int:
@@ -112,6 +113,7 @@ class Agent:
         """A copy of this agent with some fields replaced (used by fork and experiments).
 
         Example:
+            >>> from thena_nb import Agent
             >>> from thena_nb.models import ScriptedModel
             >>> agent = Agent("Executor", model=ScriptedModel(["ok"]), system="Be thorough.")
             >>> agent.replace(system="Be brief.").system

@@ -19,6 +19,8 @@ def keep_first_and_recent(n: int) -> HistoryProcessor:
     assistant message that made those calls.
 
     Example:
+        >>> from thena_nb import Agent, keep_first_and_recent
+        >>> from thena_nb.models import ScriptedModel
         >>> agent = Agent("Executor", model=ScriptedModel(["ok"]), history=keep_first_and_recent(6))
     """
     if n < 1:

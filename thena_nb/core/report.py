@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -80,6 +80,7 @@ class Run:
     no longer `"running"`.
 
     Example:
+        >>> from thena_nb import Agent, Workflow
         >>> from thena_nb.models import ScriptedModel
         >>> wf = Workflow("hello", [Agent("Greeter", model=ScriptedModel(["Hello!"]))])
         >>> run = wf.run("hi")
@@ -141,6 +142,50 @@ class Run:
         from thena_nb.notebook.charts import failure_chart
 
         return failure_chart(self.turns, self.loops)
+
+    @classmethod
+    def load(cls, run_id: str, *, store: Any = None) -> Run:
+        """Load a stored run (from the default store unless `store` is given).
+
+        A run loaded from a store has no `workflow`; pass one to `fork`.
+        """
+        from thena_nb.durable import load_run
+
+        return load_run(run_id, store=store)
+
+    def fork(
+        self,
+        at: int,
+        *,
+        changes: Mapping[str, Mapping[str, Any]] | None = None,
+        workflow: Any = None,
+        store: Any = None,
+    ) -> Run:
+        """A new run that reuses turns `0..at-1` of this one and runs turn `at` onward live,
+        with `changes` applied to the workflow.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow, loop, tool, until_answered
+            >>> from thena_nb.models import ScriptedModel, reply
+            >>> model = ScriptedModel([reply.tool("add", a=1, b=1)] * 3 + ["done"])
+            >>> calc = Agent("Calc", model=model, tools=[tool(lambda a, b: a + b, name="add")])
+            >>> wf = Workflow("sums", [loop(steps=[calc], until=until_answered)])
+            >>> run = wf.run("go", store=False)
+            >>> brief = {"Calc": {"model": ScriptedModel(["Two."]), "system": "Be brief."}}
+            >>> forked = run.fork(2, changes=brief, store=False)
+            >>> [t.replayed for t in forked.turns], forked.output
+            ([True, True, False], 'Two.')
+        """
+        from thena_nb.durable import fork
+
+        return fork(self, at, changes=changes, workflow=workflow, store=store)
+
+    def what_if(self, until: Callable[..., Any]) -> dict[str, Any]:
+        """Where each loop would have stopped under another `until`, from the recorded turns
+        alone (no model call): `{loop_path: WhatIf(iteration, stop_reason)}`."""
+        from thena_nb.durable import what_if
+
+        return what_if(self, until)
 
     def to_json(self, *, indent: int | None = None) -> str:
         """The run as JSON text; `Run.from_json` reads it back."""

@@ -56,6 +56,7 @@ class Session:
     """A run you can step through: paused before the first turn until you `step()` or `run()`.
 
     Example:
+        >>> from thena_nb import Agent, Workflow
         >>> from thena_nb.models import ScriptedModel
         >>> wf = Workflow("two", [Agent("A", model=ScriptedModel(["one"])),
         ...                       Agent("B", model=ScriptedModel(["two"]))])
@@ -246,14 +247,20 @@ class Session:
             run.output = ctx.output
             if self._control.replay is not None:
                 run.replay_diverged_at = self._control.replay.diverged_at
-            self._finish(status)
-            if recorder is not None:
-                await recorder.run_finished(run)
+            run.status = status
+            run.finished_at = datetime.now(UTC)
+            try:
+                if recorder is not None:
+                    # Persist the ending before anyone waiting on the run is woken.
+                    await recorder.run_finished(run)
+            finally:
+                self._finish(status)
 
     def _finish(self, status: Any) -> None:
         run = self.result
         run.status = status
-        run.finished_at = datetime.now(UTC)
+        if run.finished_at is None:
+            run.finished_at = datetime.now(UTC)
         self.done = True
         if self._control.subscribers:
             self._control.emit(Event(kind="run_finished"))

@@ -63,6 +63,7 @@ def parallel(steps: Sequence[Step]) -> ParallelStep:
     nothing (S6).
 
     Example:
+        >>> from thena_nb import Agent, parallel
         >>> from thena_nb.models import ScriptedModel
         >>> a = Agent("A", model=ScriptedModel(["a"]))
         >>> b = Agent("B", model=ScriptedModel(["b"]))
@@ -99,6 +100,7 @@ def loop(
         on_fail: Called as `on_fail(ctx, info)` with a `LoopFailure` for every failed call.
 
     Example:
+        >>> from thena_nb import Agent, loop, until_answered
         >>> from thena_nb.models import ScriptedModel
         >>> agent = Agent("Executor", model=ScriptedModel(["done"]))
         >>> loop(steps=[agent], until=until_answered, max_iterations=8)

@@ -5,6 +5,7 @@ are `Condition` objects, which compose: `a | b` stops when either does, `a & b` 
 and a plain function joins a composition unchanged.
 
 Example:
+    >>> from thena_nb import max_tool_calls, until_answered
     >>> stop = until_answered | max_tool_calls(20)
     >>> stop
     (until_answered | max_tool_calls(20))
@@ -153,6 +154,7 @@ def turn_of(ctx: Context) -> TurnInfo | None:
     """The last turn's `TurnInfo`, or `None` before any turn (S17).
 
     Example:
+        >>> from thena_nb import turn_of
         >>> def answered_with_text(ctx):
         ...     t = turn_of(ctx)
         ...     return t is not None and not t.called_tool and bool(t.response.strip())

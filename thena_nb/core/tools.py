@@ -120,6 +120,7 @@ def tool(
         blocking: Run a sync function in a worker thread (for slow, blocking I/O).
 
     Example:
+        >>> from thena_nb import tool
         >>> @tool
         ... def add(a: int, b: int) -> int:
         ...     '''Add two numbers.'''

@@ -42,6 +42,7 @@ class Workflow:
         WorkflowDefinitionError: The definition is wrong (before any model call, S9).
 
     Example:
+        >>> from thena_nb import Agent, Workflow, loop, tool, until_answered
         >>> from thena_nb.models import ScriptedModel, reply
         >>> @tool
         ... def add(a: int, b: int) -> int:
@@ -167,6 +168,23 @@ class Workflow:
                 store=store,
             )
         )
+
+    def resume(self, run_id: str, *, store: Any = None) -> Run:
+        """Resume a stored run from its last finished turn.
+
+        Finished turns are reused (no model call, no tool call); the rest runs live, under
+        the same run id. Works for runs ended by an error, a stop, a kernel interrupt or a
+        killed process.
+        """
+        from thena_nb.durable import resume
+
+        return resume(self, run_id, store=store)
+
+    async def aresume(self, run_id: str, *, store: Any = None) -> Run:
+        """The async form of `resume`."""
+        from thena_nb.durable import aresume
+
+        return await aresume(self, run_id, store=store)
 
     def map(
         self,

@@ -60,6 +60,7 @@ def tool(
     For text beside the call, use `reply.calls([(name, arguments)], text=...)`.
 
     Example:
+            >>> from thena_nb.models import reply
         >>> reply.tool("get_weather", {"city": "Lisbon"}).tool_calls[0].arguments
         {'city': 'Lisbon'}
     """

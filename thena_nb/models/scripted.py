@@ -25,6 +25,12 @@ class CallCounter:
         self._counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._outside = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # positions belong to runs in this process; a copy starts afresh
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
     def next(self) -> int:
         """The 1-based number of this call within the current run."""
         run = current_run()
