@@ -33,9 +33,7 @@ async def test_many_concurrent_runs_each_follow_their_own_script() -> None:
 def test_call_ids_are_the_same_in_every_run() -> None:
     made = reply.tool("add", a=1, b=2)
     assert made.tool_calls[0].id == ""
-    model = FunctionModel(
-        lambda r: reply.tool("add", a=1, b=2) if len(r.messages) == 1 else "done"
-    )
+    model = FunctionModel(lambda r: reply.tool("add", a=1, b=2) if len(r.messages) == 1 else "done")
     wf = workflow(model)
     first, second = wf.run("x", store=False), wf.run("x", store=False)
     assert first.turns[0].tool_calls[0].id == second.turns[0].tool_calls[0].id == "call_1_0"

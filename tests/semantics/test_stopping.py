@@ -108,7 +108,7 @@ def test_s20_was_exhausted_is_readable_after_the_loop() -> None:
     seen: list[bool] = []
     exhausted = loop(steps=[calc([add_call()] * 2)], until=until_answered, max_iterations=2)
     answered = loop(steps=[calc(["done"], "B")], until=until_answered)
-    check = lambda ctx: seen.append(was_exhausted(ctx))  # noqa: E731
+    check = lambda ctx: seen.append(was_exhausted(ctx))
     Workflow("w", [exhausted, check, answered, check]).run("x")
     assert seen == [True, False]
 
