@@ -97,6 +97,14 @@ class ScriptedModel:
         self.name = name
         self.requests: list[ModelRequest] = []
         self._calls = CallCounter()
+        # Call n always answers with reply n, so its ids can be fixed once, here.
+        self._ready: list[Reply | ErrorReply] = [
+            text_reply(item) if isinstance(item, str) else item for item in self.replies
+        ]
+        self._ready = [
+            with_call_ids(item, i + 1) if isinstance(item, Reply) else item
+            for i, item in enumerate(self._ready)
+        ]
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Answer with the next scripted reply of the current run."""
@@ -112,9 +120,10 @@ class ScriptedModel:
             )
         if self.delay:
             await asyncio.sleep(self.delay)
-        return as_reply(
-            self.replies[position], where=f"ScriptedModel {self.name!r} call {call}", call=call
-        )
+        ready = self._ready[position]
+        if isinstance(ready, ErrorReply):
+            raise ready.exc
+        return ready
 
     def __repr__(self) -> str:
         extra = f", name={self.name!r}" if self.name != "scripted" else ""

@@ -1,0 +1,224 @@
+"""Run every benchmark workload, print one table, and write the figures as JSON.
+
+    python -m benchmarks                      # everything, full repeats (a few minutes)
+    python -m benchmarks --quick              # fewer repeats and smaller inputs
+    python -m benchmarks --only W1,W2,W5      # some workloads
+    python -m benchmarks --json out.json      # elsewhere than benchmarks/results/latest.json
+
+W1 compares thena_nb with pydantic-ai, LangGraph and smolagents when they are installed
+(`pip install -e ".[bench]"`); a missing one is skipped with a note. Times are medians; W1
+shows CPU time (`time.process_time`) beside wall time, and its targets are judged on CPU time,
+which a busy machine disturbs less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks import workloads
+from benchmarks.peers import PEERS
+
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6")
+DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        cpu = platform.processor()
+    versions = {"thena_nb": _version("thena_nb")}
+    for peer in PEERS:
+        versions.update(peer.versions())
+    return {
+        "cpu": cpu,
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "packages": versions,
+    }
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _num(value: float, digits: int = 1) -> str:
+    return f"{value:,.{digits}f}" if value < 100 else f"{value:,.0f}"
+
+
+def table(results: dict[str, Any]) -> list[list[str]]:
+    """The rows of the printed table: workload, measure, value, target, met."""
+    rows: list[list[str]] = []
+    w1 = results.get("W1")
+    if w1:
+        for r in w1["rows"]:
+            label = f"N={r['n']:,} {r['framework']}"
+            if "median_wall_us_per_turn" not in r:
+                rows.append(["W1", label, f"{r['status']} (see notes)", "", ""])
+                continue
+            value = f"{_num(r['median_cpu_us_per_turn'])} | {_num(r['median_wall_us_per_turn'])}"
+            if "ratio_cpu" in r:
+                value += f"  ({r['ratio_cpu']:,.0f}× | {r['ratio_wall']:,.0f}×)"
+            calls = f"{r['n']}/{r['n'] - 1} calls"
+            rows.append(["W1", f"{label} µs/turn CPU | wall", value, calls, _met(r["verified"])])
+        rows += _checks("W1", w1)
+    w2 = results.get("W2")
+    if w2:
+        shown = f"{w2['median_ms']:.1f} ms ({w2['best_ms']:.1f}, {w2['worst_ms']:.1f})"
+        rows.append(["W2", "median wall (best, worst)", shown, "100 ms ideal", ""])
+        rows += _checks("W2", w2)
+    w5 = results.get("W5")
+    if w5:
+        peak = f"{w5['peak_bytes_per_turn']:,.0f} B/turn"
+        rows.append(["W5", "peak during the run", peak, "", ""])
+        rows += _checks("W5", w5)
+    for key in ("W3", "W4", "W6"):
+        for part in results.get(key, []):
+            status = part["status"]
+            shown = {"ran": "see below", "missing": "not run", "failed": "FAILED"}[status]
+            rows.append([key, f"{part['title']} ({part['script']})", shown, "", ""])
+            met = part.get("json", {}).get("met", {})
+            if isinstance(met, dict):
+                for name, ok in met.items():
+                    rows.append([key, f"{part['title']}: {name} target", "", "", _met(bool(ok))])
+    return rows
+
+
+def _checks(key: str, result: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for check in result.get("checks", []):
+        value = check["value"]
+        if key == "W2":
+            shown = f"{value:+.1%}"
+        elif key == "W5":
+            shown = f"{value:,.0f} B"
+        elif "×" in check["target"] or "within" in check["target"]:
+            shown = f"{value:,.2f}×"
+        else:
+            shown = f"{value:,.1f} µs"
+        rows.append([key, check["target"], shown, _limit(key, check), _met(check["ok"])])
+    return rows
+
+
+def _limit(key: str, check: dict[str, Any]) -> str:
+    limit = check["limit"]
+    if key == "W2":
+        return f"≤ +{limit:.0%}"
+    if key == "W5":
+        return f"< {limit:,.0f} B"
+    if "below the fastest" in check["target"]:
+        return f"≥ {limit:.0f}×"
+    if "within" in check["target"]:
+        return f"≤ {limit:.1f}×"
+    return f"< {limit:.0f} µs"
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def render(rows: list[list[str]]) -> str:
+    """`rows` as an aligned text table with a header."""
+    header = ["workload", "measure", "value", "target", "met"]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for i, row in enumerate([header, *rows]):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected workloads, print the table and the notes, write the JSON file."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=(__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller inputs")
+    parser.add_argument(
+        "--only", help=f"comma-separated workloads to run (default all: {','.join(ALL)})"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=DEFAULT_JSON, help=f"where to write (default {DEFAULT_JSON})"
+    )
+    args = parser.parse_args(argv)
+    selected = ALL
+    if args.only:
+        selected = tuple(w.strip().upper() for w in args.only.split(",") if w.strip())
+        unknown = [w for w in selected if w not in ALL]
+        if unknown:
+            parser.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(ALL)}")
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    if "W1" in selected:
+        results["W1"] = workloads.w1(quick=args.quick, log=log)
+    if "W2" in selected:
+        log("W2 parallel")
+        results["W2"] = workloads.w2(quick=args.quick)
+    if "W5" in selected:
+        log("W5 memory")
+        results["W5"] = workloads.w5(quick=args.quick)
+    for script in workloads.SCRIPTS:
+        if script.workload in selected:
+            log(f"{script.workload} {script.path}")
+            results.setdefault(script.workload, []).append(
+                workloads.run_script(script, quick=args.quick)
+            )
+
+    report = {
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "workloads": list(selected),
+        "seconds": time.perf_counter() - started,
+        "machine": machine(),
+        "results": results,
+    }
+    print(render(table(results)))
+    notes = [n for key in ("W1", "W2", "W5") for n in results.get(key, {}).get("notes", [])]
+    for key in ("W3", "W4", "W6"):
+        notes += [f"{p['script']}: {p['note']}" for p in results.get(key, []) if p.get("note")]
+    if notes:
+        print("\nNotes:")
+        for note in notes:
+            print(f"- {note}")
+    for key in ("W3", "W4", "W6"):
+        for part in results.get(key, []):
+            if part["status"] == "ran":
+                print(f"\n{key} {part['title']} ({part['script']}):\n{part['stdout'].rstrip()}")
+    m = report["machine"]
+    print(
+        f"\n{m['cpu']}, {m['nproc']} CPUs, Python {m['python']}; "
+        f"{report['seconds']:.0f} s{' (quick)' if args.quick else ''}"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print(f"figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

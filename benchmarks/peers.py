@@ -1,0 +1,273 @@
+"""W1 on peer frameworks: the same tool loop on pydantic-ai, LangGraph and smolagents.
+
+Each peer gets an offline model that asks for `add(a=i, b=1)` N-1 times, then answers, and a
+tool `add`; both count their calls, and every run is checked to have made exactly N model
+calls and N-1 tool calls (against the framework's own tally too, where it keeps one). Each
+peer runs its fastest documented set-up: async where it has async (an `async def` tool, so no
+worker thread per call), nothing printed, no tracing.
+
+- pydantic-ai: `Agent(FunctionModel(fn), tools=[add])`, `await agent.run(...)` with no
+  request limit.
+- LangGraph: `langgraph.prebuilt.create_react_agent` over a small `BaseChatModel` subclass whose
+  `bind_tools` returns itself, `await graph.ainvoke(...)`.
+- smolagents: `ToolCallingAgent` over a `Model` subclass; its answer is the `final_answer`
+  tool call (the framework's way to answer), which is not counted as one of the N-1 calls.
+
+A peer whose package is not installed is reported as absent (`pip install -e ".[bench]"`).
+The peers are imported through `importlib`, so this module type-checks without them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+__all__ = ["PEERS", "Peer", "Runner"]
+
+Runner = Callable[[], Awaitable[tuple[int, int]]]
+"""One full run of the loop; returns the (model calls, tool calls) it made, verified."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer framework: what it needs installed and how to build its tool loop."""
+
+    name: str
+    modules: tuple[str, ...]
+    """Import names that must be present."""
+    distributions: tuple[str, ...]
+    """Package names to install (and whose versions are reported)."""
+    build: Callable[[int], Runner]
+    """`build(n)` returns a runner for the N-turn loop."""
+
+    def missing(self) -> list[str]:
+        """The import names of this peer that are not installed."""
+        return [m for m in self.modules if not _importable(m)]
+
+    def versions(self) -> dict[str, str]:
+        """Installed versions of the peer's packages."""
+        out = {}
+        for dist in self.distributions:
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                out[dist] = "absent"
+        return out
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError, AttributeError):  # e.g. blocked in sys.modules
+        return False
+
+
+class _Counter:
+    """Model and tool calls of one run."""
+
+    __slots__ = ("model", "tool")
+
+    def __init__(self) -> None:
+        self.model = 0
+        self.tool = 0
+
+    def reset(self) -> None:
+        self.model = 0
+        self.tool = 0
+
+
+def _verify(name: str, n: int, counted: tuple[int, int], own: tuple[int, int] | None) -> None:
+    expected = (n, n - 1)
+    if counted != expected:
+        raise AssertionError(
+            f"{name}: expected {expected[0]} model calls and {expected[1]} tool calls, "
+            f"counted {counted[0]} and {counted[1]}"
+        )
+    if own is not None and own != expected:
+        raise AssertionError(f"{name}: the framework's own tally is {own}, expected {expected}")
+
+
+def _pydantic_ai(n: int) -> Runner:
+    agent_mod: Any = importlib.import_module("pydantic_ai")
+    messages: Any = importlib.import_module("pydantic_ai.messages")
+    function: Any = importlib.import_module("pydantic_ai.models.function")
+    usage_mod: Any = importlib.import_module("pydantic_ai.usage")
+    count = _Counter()
+
+    def model_fn(_messages: list[Any], _info: Any) -> Any:
+        i = count.model
+        count.model += 1
+        if i < n - 1:
+            call = messages.ToolCallPart("add", {"a": i, "b": 1}, tool_call_id=f"call-{i}")
+            return messages.ModelResponse(parts=[call])
+        return messages.ModelResponse(parts=[messages.TextPart("done")])
+
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        count.tool += 1
+        return a + b
+
+    agent = agent_mod.Agent(function.FunctionModel(model_fn), tools=[add])
+    limits = usage_mod.UsageLimits(request_limit=None)
+
+    async def run() -> tuple[int, int]:
+        count.reset()
+        result = await agent.run("go", usage_limits=limits)
+        assert result.output == "done", result.output
+        usage = result.usage
+        if not hasattr(usage, "requests"):  # older releases: a method
+            usage = usage()
+        counted = (count.model, count.tool)
+        _verify("pydantic-ai", n, counted, (usage.requests, usage.tool_calls))
+        return counted
+
+    return run
+
+
+def _langgraph(n: int) -> Runner:
+    chat_models: Any = importlib.import_module("langchain_core.language_models.chat_models")
+    lc_messages: Any = importlib.import_module("langchain_core.messages")
+    outputs: Any = importlib.import_module("langchain_core.outputs")
+    lc_tools: Any = importlib.import_module("langchain_core.tools")
+    prebuilt: Any = importlib.import_module("langgraph.prebuilt")
+    count = _Counter()
+
+    def next_result() -> Any:
+        i = count.model
+        count.model += 1
+        if i < n - 1:
+            call = {"name": "add", "args": {"a": i, "b": 1}, "id": f"call-{i}", "type": "tool_call"}
+            message = lc_messages.AIMessage(content="", tool_calls=[call])
+        else:
+            message = lc_messages.AIMessage(content="done")
+        return outputs.ChatResult(generations=[outputs.ChatGeneration(message=message)])
+
+    class ScriptedChat(chat_models.BaseChatModel):
+        """Asks for `add` n-1 times, then answers; binding tools changes nothing."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> Any:
+            return next_result()
+
+        async def _agenerate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> Any:
+            return next_result()
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        count.tool += 1
+        return a + b
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of langchain
+        graph = prebuilt.create_react_agent(ScriptedChat(), [lc_tools.tool(add)])
+    config = {"recursion_limit": 2 * n + 10}
+
+    async def run() -> tuple[int, int]:
+        count.reset()
+        out = await graph.ainvoke({"messages": [("user", "go")]}, config)
+        history = out["messages"]
+        assert history[-1].content == "done", history[-1]
+        tool_messages = sum(1 for m in history if m.type == "tool")
+        ai_messages = sum(1 for m in history if m.type == "ai")
+        counted = (count.model, count.tool)
+        _verify("LangGraph", n, counted, (ai_messages, tool_messages))
+        return counted
+
+    return run
+
+
+def _smolagents(n: int) -> Runner:
+    smol: Any = importlib.import_module("smolagents")
+    models: Any = importlib.import_module("smolagents.models")
+    monitoring: Any = importlib.import_module("smolagents.monitoring")
+    count = _Counter()
+
+    class ScriptedModel(smol.Model):
+        """Asks for `add` n-1 times, then calls `final_answer`."""
+
+        def generate(
+            self,
+            messages: Any,
+            stop_sequences: Any = None,
+            response_format: Any = None,
+            tools_to_call_from: Any = None,
+            **kwargs: Any,
+        ) -> Any:
+            i = count.model
+            count.model += 1
+            arguments: dict[str, Any]
+            if i < n - 1:
+                name, arguments = "add", {"a": i, "b": 1}
+            else:
+                name, arguments = "final_answer", {"answer": "done"}
+            function = models.ChatMessageToolCallFunction(name=name, arguments=arguments)
+            call = models.ChatMessageToolCall(id=f"call-{i}", type="function", function=function)
+            return models.ChatMessage(
+                role=models.MessageRole.ASSISTANT, content="", tool_calls=[call]
+            )
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        """
+        count.tool += 1
+        return a + b
+
+    agent = smol.ToolCallingAgent(
+        tools=[smol.tool(add)],
+        model=ScriptedModel(model_id="scripted"),
+        max_steps=n,
+        verbosity_level=monitoring.LogLevel.OFF,
+    )
+
+    async def run() -> tuple[int, int]:
+        count.reset()
+        result = agent.run("go", return_full_result=True)
+        assert result.output == "done" and result.state == "success", result.state
+        steps = sum(1 for s in agent.memory.steps if type(s).__name__ == "ActionStep")
+        counted = (count.model, count.tool)
+        _verify("smolagents", n, counted, (steps, steps - 1))
+        return counted
+
+    return run
+
+
+PEERS: list[Peer] = [
+    Peer(
+        "pydantic-ai",
+        modules=("pydantic_ai",),
+        distributions=("pydantic-ai-slim",),
+        build=_pydantic_ai,
+    ),
+    Peer(
+        "LangGraph",
+        modules=("langgraph", "langchain_core"),
+        distributions=("langgraph", "langchain-core"),
+        build=_langgraph,
+    ),
+    Peer(
+        "smolagents",
+        modules=("smolagents",),
+        distributions=("smolagents",),
+        build=_smolagents,
+    ),
+]
+"""The peers W1 compares against, in table order."""
