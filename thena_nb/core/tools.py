@@ -53,6 +53,7 @@ class Tool:
         self.blocking = blocking
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_ctx, self._args_model = _signature_model(fn, self.name)
+        self._validate = self._args_model.__pydantic_validator__.validate_python
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -62,7 +63,7 @@ class Tool:
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate `arguments` against the signature; raises `pydantic.ValidationError`."""
-        return dict(self._args_model.model_validate(arguments).__dict__)
+        return dict(self._validate(arguments).__dict__)
 
     async def call(self, ctx: Context | None, arguments: Mapping[str, Any]) -> str:
         """Validate and run the tool once, returning its result as text."""
