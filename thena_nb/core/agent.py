@@ -180,6 +180,8 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
             reply, attempts = await _model_phase(agent, ctx, path)
         else:
             reply, attempts = _recorded_reply(recorded), 0
+            # Usage describes the run's content, so a replay reproduces budget stops exactly;
+            # `turn.replayed` (and `attempts == 0`) tells that no call was made.
             control.run.usage.__dict__["model_calls"] += 1
     except Exception as exc:
         node.error = f"{type(exc).__name__}: {exc}"

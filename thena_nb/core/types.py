@@ -246,7 +246,8 @@ class Turn(BaseModel):
     """A fingerprint of what the model was asked (agent, prompt, tools and history); replay
     reuses a recorded turn only while the new run's request has the same key."""
     replayed: bool = False
-    """The reply and tool results were taken from a recorded run; no model call was made."""
+    """The reply and tool results were taken from a recorded run: no model call and no tool
+    call was made. Usage still counts it, so that a replay reproduces budget stops."""
 
     def _repr_html_(self) -> str:
         from thena_nb.core import _html

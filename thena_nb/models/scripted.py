@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -60,7 +61,7 @@ def as_reply(item: Any, *, where: str, call: int = 0) -> Reply:
     if isinstance(item, str):
         return text_reply(item)
     if isinstance(item, ErrorReply):
-        raise item.exc
+        raise copy.copy(item.exc)  # a fresh copy, so notes never pile up across runs
     raise TypeError(f"{where}: expected a `Reply`, a `str` or `reply.error(...)`, got {item!r}")
 
 
@@ -122,7 +123,7 @@ class ScriptedModel:
             await asyncio.sleep(self.delay)
         ready = self._ready[position]
         if isinstance(ready, ErrorReply):
-            raise ready.exc
+            raise copy.copy(ready.exc)  # a fresh copy, so notes never pile up across runs
         return ready
 
     def __repr__(self) -> str:

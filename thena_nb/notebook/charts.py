@@ -44,6 +44,16 @@ THRESHOLD_LABEL = "max_fails"
 """The label of each panel's threshold line."""
 
 
+class FailureChart(Figure):
+    """A matplotlib `Figure` that shows itself as a PNG in Jupyter, with no pyplot and no
+    `%matplotlib inline` needed."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=80)
+        return buffer.getvalue()
+
+
 def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Figure:
     """One panel per loop: its failure streak turn by turn, the threshold and its stop reason.
 
@@ -59,7 +69,7 @@ def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Figure:
     Returns:
         A `Figure` not registered with pyplot; with no loops, one panel saying "no loops".
     """
-    fig = Figure(figsize=(8.0, 0.6 + 2.2 * max(1, len(loops))), layout="constrained")
+    fig = FailureChart(figsize=(8.0, 0.6 + 2.2 * max(1, len(loops))), layout="constrained")
     FigureCanvasAgg(fig)
     if not loops:
         ax = fig.add_subplot()
