@@ -1,0 +1,1 @@
+"""Browser tests: JupyterLab in headless Chromium (marked `browser`)."""
