@@ -14,7 +14,7 @@ from thena_nb import Agent, ModelError, Workflow, loop, max_tool_calls, until_an
 from thena_nb.core.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.notebook import Stepper
-from thena_nb.notebook.stepper import FRAME_ROWS, _what_if
+from thena_nb.notebook.stepper import FRAME_ROWS
 
 pytestmark = pytest.mark.anyio
 
@@ -407,17 +407,21 @@ async def test_live_text_while_the_model_streams() -> None:
     assert stepper.status == "finished" and stepper.turn_count == 1
 
 
+def answers(what_if: dict[str, Any]) -> dict[str, tuple[int | None, str | None]]:
+    return {key: (a.iteration, a.stop_reason) for key, a in what_if.items()}
+
+
 async def test_what_if_on_the_recorded_run() -> None:
     wf, model = looped([add_call(), add_call(), add_call(), "all done"])
     stepper = wf.stepper("go")
     await stepper.run()
     calls = len(model.requests)
-    assert stepper.what_if("max_tool_calls(2)") == {"w/0.loop": (2, "until")}
+    assert answers(stepper.what_if("max_tool_calls(2)")) == {"w/0.loop": (2, "until")}
     assert "would have stopped after iteration <b>2</b>" in stepper.what_if_html.value
-    assert stepper.what_if("until_text('all done')") == {"w/0.loop": (4, "until")}
-    assert stepper.what_if(until_text("never")) == {"w/0.loop": (None, None)}
+    assert answers(stepper.what_if("until_text('all done')")) == {"w/0.loop": (4, "until")}
+    assert answers(stepper.what_if(until_text("never"))) == {"w/0.loop": (None, None)}
     assert "would not have stopped in the 4 recorded iterations" in stepper.what_if_html.value
-    assert stepper.what_if(lambda ctx: ctx.iteration == 3) == {"w/0.loop": (3, "until")}
+    assert answers(stepper.what_if(lambda ctx: ctx.iteration == 3)) == {"w/0.loop": (3, "until")}
     assert len(model.requests) == calls
 
 
@@ -439,7 +443,7 @@ async def test_what_if_typed_in_the_box_and_its_errors() -> None:
 
 
 async def test_what_if_over_nested_loops_and_state() -> None:
-    """`_what_if` is tested directly because the lead's `run.what_if` will replace it."""
+    """The what-if answers key a nested loop's runs `path`, `path#2`, ..."""
     inner = calc([add_call(), "inner done", add_call(), add_call(), "inner done"], name="Inner")
     outer = Agent("Outer", model=ScriptedModel(["again", "stop"]))
     wf = Workflow(
@@ -452,14 +456,13 @@ async def test_what_if_over_nested_loops_and_state() -> None:
         ],
     )
     run = await wf.arun("go")
-    answers = _what_if(run, max_tool_calls(2))
-    assert answers == {
+    assert answers(run.what_if(max_tool_calls(2))) == {
         "w/0.loop": (2, "until"),
         "w/0.loop/0.loop": (None, None),
         "w/0.loop/0.loop#2": (2, "until"),
     }
     seen: list[Any] = []
-    _what_if(run, lambda ctx, state=None: seen.append((ctx.iteration, state)))
+    run.what_if(lambda ctx, state=None: seen.append((ctx.iteration, state)))
     assert (1, None) in seen
 
 

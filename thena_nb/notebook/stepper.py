@@ -30,7 +30,8 @@ from thena_nb.core import _html
 from thena_nb.core.report import ReportNode, Run
 from thena_nb.core.session import Event, Session
 from thena_nb.core.stopping import Condition, condition_arity
-from thena_nb.core.types import HistoryView, Turn, TurnInfo
+from thena_nb.core.types import Turn, TurnInfo
+from thena_nb.durable import WhatIf
 
 __all__ = ["FRAME_ROWS", "Stepper"]
 
@@ -53,7 +54,6 @@ _COLORS = {
 }
 _PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
 
-WhatIfAnswer = tuple[int | None, str | None]
 """`(iteration, "until")` where a condition would have stopped a loop, else `(None, None)`."""
 
 
@@ -205,7 +205,7 @@ class Stepper(widgets.VBox):
                 f"`break_when` takes a function `fn(ctx)` or an expression, got {condition!r}"
             )
 
-    def what_if(self, until: Callable[..., Any] | str) -> dict[str, WhatIfAnswer]:
+    def what_if(self, until: Callable[..., Any] | str) -> dict[str, WhatIf]:
         """Where each loop of the recorded run would have stopped under another `until`.
 
         No model is called: the condition is evaluated on the recorded turns after each
@@ -216,9 +216,10 @@ class Stepper(widgets.VBox):
                 e.g. `"max_tool_calls(3)"` or `"until_text('done') | until_answered"`.
 
         Returns:
-            `{loop_path: (iteration, "until")}`, or `(None, None)` for a loop the condition
-            would not have stopped within its recorded iterations. A loop that ran more than
-            once (nested in another loop) is keyed `path#2`, `path#3`, ... after its first run.
+            `run.what_if(until)`: `{loop_path: WhatIf(iteration, stop_reason)}`, with
+            `WhatIf(None, None)` for a loop the condition would not have stopped within its
+            recorded iterations. A loop that ran more than once (nested in another loop) is
+            keyed `path#2`, `path#3`, ... after its first run.
 
         Raises:
             Exception: The expression does not compile or evaluate, or the condition raised;
@@ -229,12 +230,13 @@ class Stepper(widgets.VBox):
             condition = self._condition(until) if isinstance(until, str) else until
             if not callable(condition):
                 raise TypeError(f"{until!r} is not a stop condition: it is not callable")
-            answers = _what_if_detail(self.session.result, condition)
+            run = self.session.result
+            answers = run.what_if(condition)
         except Exception as exc:
             self.what_if_html.value = _error_html("what-if", exc)
             raise
-        self.what_if_html.value = _what_if_html(_label(condition), answers)
-        return {key: answer for key, _, answer in answers}
+        self.what_if_html.value = _what_if_html(_label(condition), run, answers)
+        return answers
 
     def close(self) -> None:
         """Stop listening to the session and close the widget and its children."""
@@ -705,32 +707,6 @@ class _TurnView:
         return getattr(self._ctx, name)
 
 
-class _RecordedContext:
-    """What a stop condition sees at the end of a recorded iteration (for what-if)."""
-
-    def __init__(
-        self,
-        *,
-        turns: Sequence[Turn],
-        loop_turns: Sequence[Turn],
-        loop_tool_calls: int,
-        iteration: int,
-        state: Any,
-    ) -> None:
-        self.turns = turns
-        self.loop_turns = loop_turns
-        self.loop_tool_calls = loop_tool_calls
-        self.iteration = iteration
-        self.state = state
-        last = turns[-1] if turns else None
-        self.turn: TurnInfo | None = last.info if last is not None else None
-        self.output: Any = last.info.response if last is not None else None
-        self.last_loop_stop_reason = None
-
-    def __repr__(self) -> str:
-        return f"RecordedContext(turns={len(self.turns)}, iteration={self.iteration})"
-
-
 def _close_tree(widget: widgets.Widget) -> None:
     for child in getattr(widget, "children", ()):
         _close_tree(child)
@@ -781,73 +757,23 @@ def _would_stop(until: Callable[..., Any], view: Any) -> str:
     return f"{label}: <b>{'yes' if verdict else 'no'}</b>"
 
 
-def _what_if(run: Run, until: Callable[..., Any]) -> dict[str, WhatIfAnswer]:
-    """At which recorded iteration `until` would have stopped each loop of `run`.
-
-    Args:
-        run: A recorded run.
-        until: A stop condition, `until(ctx)` or `until(ctx, state)`.
-
-    Returns:
-        `{loop_path: (iteration, "until")}`, `(None, None)` where it would not have stopped.
-    """
-    return {key: answer for key, _, answer in _what_if_detail(run, until)}
-
-
-def _what_if_detail(
-    run: Run, until: Callable[..., Any]
-) -> list[tuple[str, ReportNode, WhatIfAnswer]]:
-    turns = run.turns
+def _keyed_loops(run: Run) -> dict[str, ReportNode]:
+    """The run's loop nodes under the keys `run.what_if` uses (`path`, `path#2`, ...)."""
     seen: Counter[str] = Counter()
-    out: list[tuple[str, ReportNode, WhatIfAnswer]] = []
+    out: dict[str, ReportNode] = {}
     for node in run.loops:
         seen[node.path] += 1
-        key = node.path if seen[node.path] == 1 else f"{node.path}#{seen[node.path]}"
-        by_iteration: dict[int, list[int]] = {}
-        for child in node.children:
-            if child.iteration is not None:
-                by_iteration.setdefault(child.iteration, []).extend(child.turn_indexes())
-        loop_turns: list[Turn] = []
-        tool_calls = 0
-        last = node.turn_indexes()[0] - 1 if node.turn_indexes() else -1
-        answer: WhatIfAnswer = (None, None)
-        for iteration in sorted(by_iteration):
-            for i in sorted(by_iteration[iteration]):
-                loop_turns.append(turns[i])
-                tool_calls += len(turns[i].tool_calls)
-                last = max(last, i)
-            ctx = _RecordedContext(
-                turns=HistoryView(turns, last + 1),
-                loop_turns=HistoryView(loop_turns, len(loop_turns)),
-                loop_tool_calls=tool_calls,
-                iteration=iteration,
-                state=_state_after(run, last),
-            )
-            if _call_condition(until, ctx, ctx.state):
-                answer = (iteration, "until")
-                break
-        out.append((key, node, answer))
+        out[node.path if seen[node.path] == 1 else f"{node.path}#{seen[node.path]}"] = node
     return out
 
 
-def _state_after(run: Run, index: int) -> Any:
-    """The state as it was after turn `index`, where the run kept it; else the final state."""
-    states = getattr(run, "states", None) or {}
-    snapshot = states.get(index)
-    state_class = getattr(getattr(run, "workflow", None), "state", None)
-    if snapshot is not None and state_class is not None and isinstance(snapshot, dict):
-        try:
-            return state_class.model_validate(snapshot)
-        except Exception:
-            return run.state
-    return run.state
-
-
-def _what_if_html(label: str, answers: list[tuple[str, ReportNode, WhatIfAnswer]]) -> str:
+def _what_if_html(label: str, run: Run, answers: dict[str, WhatIf]) -> str:
     if not answers:
         return "<div class='thena-what-if'>the run has no loops yet</div>"
+    nodes = _keyed_loops(run)
     rows = []
-    for key, node, (iteration, _) in answers:
+    for key, answer in answers.items():
+        node, iteration = nodes[key], answer.iteration
         recorded = f"recorded: {node.iterations} iterations, stop reason {node.stop_reason}"
         if iteration is None:
             verdict = f"would not have stopped in the {node.iterations} recorded iterations"
