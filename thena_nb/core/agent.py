@@ -298,12 +298,12 @@ async def _model_phase(agent: Agent, ctx: Context, path: str) -> tuple[Reply, in
         messages = agent.history(messages)
     on_delta = None
     if control.subscribers:
-        from thena_nb.core.session import Event
+        from thena_nb.core.session import event
 
-        control.emit(Event(kind="turn_started", path=path, agent=agent.name))
+        control.emit(event("turn_started", path=path, agent=agent.name))
 
         def on_delta(text: str) -> None:
-            control.emit(Event(kind="text_delta", path=path, agent=agent.name, text=text))
+            control.emit(event("text_delta", path=path, agent=agent.name, text=text))
 
     request = construct(
         ModelRequest,
@@ -445,12 +445,12 @@ async def _run_one(agent: Agent, call: ToolCall, ctx: Context, emit: bool) -> To
     if call.ok is not None:
         return call  # refused before it could run
     if emit:
-        from thena_nb.core.session import Event
+        from thena_nb.core.session import event
 
-        ctx._control.emit(Event(kind="tool_started", agent=agent.name, tool_call=call))
+        ctx._control.emit(event("tool_started", agent=agent.name, tool_call=call))
     done = await run_tool_call(call, agent._by_name, ctx)
     if emit:
-        ctx._control.emit(Event(kind="tool_finished", agent=agent.name, tool_call=done))
+        ctx._control.emit(event("tool_finished", agent=agent.name, tool_call=done))
     return done
 
 

@@ -247,11 +247,9 @@ async def run_loop(step: LoopStep, ctx: Context, node: ReportNode) -> bool:
         ctx._loops.pop()
         ctx.last_loop_stop_reason = node.stop_reason
         if node.stop_reason is not None and ctx._control.subscribers:
-            from thena_nb.core.session import Event
+            from thena_nb.core.session import event
 
-            ctx._control.emit(
-                Event(kind="loop_stopped", path=node.path, stop_reason=node.stop_reason)
-            )
+            ctx._control.emit(event("loop_stopped", path=node.path, stop_reason=node.stop_reason))
     return ran_any
 
 

@@ -14,7 +14,7 @@ from thena_nb.core.context import Context, RunControl, RunRecorder, Scope, _curr
 from thena_nb.core.executor import run_steps
 from thena_nb.core.replay import Replay
 from thena_nb.core.report import Run
-from thena_nb.core.types import LoopStopReason, ToolCall, Turn
+from thena_nb.core.types import LoopStopReason, ToolCall, Turn, construct
 
 if TYPE_CHECKING:
     from thena_nb.core.workflow import Workflow
@@ -50,6 +50,16 @@ class Event(BaseModel):
     tool_call: ToolCall | None = None
     stop_reason: LoopStopReason | None = None
     """`loop_stopped`: why the loop at `path` stopped."""
+
+
+def event(kind: EventKind, **fields: Any) -> Event:
+    """An `Event` built without validation: the executor makes several per turn."""
+    values: dict[str, Any] = dict.fromkeys(_EVENT_FIELDS)
+    values.update(fields, kind=kind)
+    return construct(Event, values)
+
+
+_EVENT_FIELDS = tuple(Event.model_fields)
 
 
 class Session:
@@ -211,9 +221,7 @@ class Session:
     def _after_turn(self, turn: Turn) -> None:
         control = self._control
         if control.subscribers:
-            control.emit(
-                Event(kind="turn_finished", path=turn.step_path, agent=turn.agent, turn=turn)
-            )
+            control.emit(event("turn_finished", path=turn.step_path, agent=turn.agent, turn=turn))
         if self._mode == "run" and self.breakpoints:
             for bp in self.breakpoints:
                 if bp(turn):
@@ -263,7 +271,7 @@ class Session:
             run.finished_at = datetime.now(UTC)
         self.done = True
         if self._control.subscribers:
-            self._control.emit(Event(kind="run_finished"))
+            self._control.emit(event("run_finished"))
         self._wake()
 
     def _wake(self) -> None:
