@@ -42,3 +42,16 @@ def test_rescue_all() -> None:
 
 def test_defaults() -> None:
     assert (thena_nb.DEFAULT_MAX_ITERATIONS, thena_nb.DEFAULT_MAX_FAILS) == (10, 5)
+
+
+def test_store_all() -> None:
+    import thena_nb.store
+
+    assert set(thena_nb.store.__all__) == {
+        "MemoryRunStore",
+        "RunStore",
+        "SqliteRunStore",
+        "StoreError",
+        "default_store",
+        "default_store_path",
+    }
