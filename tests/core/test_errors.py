@@ -134,3 +134,35 @@ def test_run_inside_a_loop_reraises_the_original_error() -> None:
 
     with pytest.raises(ScriptExhaustedError):
         asyncio.run(inside())
+
+
+def test_a_keyboard_interrupt_in_jupyter_keeps_every_finished_turn() -> None:
+    """Under a running loop (as in Jupyter) an interrupt cancels the run and hands it over."""
+    import asyncio
+    import os
+    import signal
+    import threading
+
+    model = ScriptedModel([add_call()] * 50, delay=0.02)
+    wf = Workflow(
+        "w", [loop(steps=[Agent("A", model=model, tools=calc([]).tools)], until=until_answered)]
+    )
+
+    async def inside() -> None:
+        threading.Timer(0.15, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        wf.run("go", store=False)
+
+    # A loop run by hand, as a kernel runs its own: asyncio.run would catch SIGINT itself.
+    kernel_loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            kernel_loop.run_until_complete(inside())
+    finally:
+        kernel_loop.close()
+    run = info.value.run  # type: ignore[attr-defined]
+    assert run.status == "failed" and len(run.turns) >= 2
+    calls = len(model.requests)
+    import time
+
+    time.sleep(0.1)
+    assert len(model.requests) == calls  # the run really stopped

@@ -53,7 +53,16 @@ def test_explicit_ids_are_kept() -> None:
 async def test_cancelling_arun_cancels_the_run() -> None:
     model = ScriptedModel([reply.tool("add", a=1, b=1)] * 20, delay=0.02)
     wf = workflow(model)
-    task = asyncio.ensure_future(wf.arun("x", store=False))
+    seen: list[object] = []
+
+    async def call() -> None:
+        try:
+            await wf.arun("x", store=False)
+        except asyncio.CancelledError as exc:
+            seen.append(exc.run)  # type: ignore[attr-defined]
+            raise
+
+    task = asyncio.ensure_future(call())
     await asyncio.sleep(0.07)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -61,3 +70,5 @@ async def test_cancelling_arun_cancels_the_run() -> None:
     calls = len(model.requests)
     await asyncio.sleep(0.1)
     assert len(model.requests) == calls
+    (run,) = seen
+    assert run.status == "failed" and len(run.turns) >= 2  # type: ignore[attr-defined]

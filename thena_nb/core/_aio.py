@@ -53,8 +53,12 @@ def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
     thread.start()
     try:
         return result.result()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if task_box:
             loop.call_soon_threadsafe(task_box[0].cancel)
         thread.join()
+        cancelled = result.exception() if result.done() else None
+        run = getattr(cancelled, "run", None)
+        if run is not None:
+            interrupt.run = run  # type: ignore[attr-defined]  # what finished is kept
         raise

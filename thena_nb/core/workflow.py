@@ -136,11 +136,12 @@ class Workflow:
         )
         try:
             return await s.run()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             # Cancelling the caller cancels the run too; it keeps every finished turn (S28).
             if s.task is not None and not s.task.done():
                 s.task.cancel()
                 await asyncio.wait([s.task])
+            exc.run = s.result  # type: ignore[attr-defined]
             raise
 
     def run(
