@@ -40,8 +40,8 @@ from thena_nb.core.replay import Replay
 from thena_nb.core.report import ReportNode, Run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import LoopStep, ParallelStep, loop, parallel, step_path
-from thena_nb.core.stopping import Condition, condition_arity
-from thena_nb.core.store import RunStore, default_store, usage_of
+from thena_nb.core.stopping import call_condition
+from thena_nb.core.store import RunStore, default_store, resolve_store, usage_of
 from thena_nb.core.types import HistoryView, LoopStopReason, Message, Turn, TurnInfo, Usage
 from thena_nb.core.workflow import Workflow
 
@@ -126,12 +126,6 @@ def _store(store: RunStore | None) -> RunStore:
             "THENA_NB_STORE at a file."
         )
     return found
-
-
-def _recorder(store: RunStore | Literal[False] | None) -> RunStore | None:
-    if store is False:
-        return None
-    return store if store is not None else default_store()
 
 
 # -- changes ---------------------------------------------------------------------------------
@@ -294,7 +288,7 @@ async def afork(
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= len(run.turns):
         raise ValueError(f"`at` must be a turn index from 0 to {len(run.turns)}, got {at!r}")
     wf = apply_changes(wf, changes)
-    session = Session(wf, run.input, replay=_ForkReplay(run, at), recorder=_recorder(store))
+    session = Session(wf, run.input, replay=_ForkReplay(run, at), recorder=resolve_store(store))
     return await session.run()
 
 
@@ -553,10 +547,7 @@ class _Recording:
 
 
 def _holds(until: Callable[..., Any], ctx: RecordedContext) -> bool:
-    if isinstance(until, Condition):
-        return bool(until(ctx, ctx.state))  # type: ignore[arg-type]
-    _, accepted = condition_arity(until)
-    return bool(until(ctx, ctx.state) if accepted >= 2 else until(ctx))
+    return bool(call_condition(until, ctx, ctx.state))
 
 
 def _iteration_turns(node: ReportNode) -> dict[int, list[int]]:

@@ -38,6 +38,7 @@ from thena_nb.core.errors import StoreError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.report import Run
 from thena_nb.core.steps import LoopStep, ParallelStep
+from thena_nb.core.store import resolve_store
 from thena_nb.core.workflow import Workflow
 from thena_nb.durable import Changes, apply_changes
 
@@ -600,7 +601,7 @@ async def _execute(
     ray_address: str | None,
 ) -> Experiment:
     started = time.perf_counter()
-    store = _resolve_store(store)
+    store = resolve_store(store)
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
 
     def done(job: _Job, run: Run) -> None:
@@ -642,18 +643,6 @@ class _NoBar:
 
 
 # -- the store ---------------------------------------------------------------------------
-
-
-def _resolve_store(store: Any) -> Any:
-    if store is False:
-        return None
-    if store is not None:
-        return store
-    try:
-        from thena_nb.core.store import default_store
-    except ImportError:
-        return None
-    return default_store()
 
 
 async def _reuse_finished(

@@ -12,7 +12,7 @@ from thena_nb.core.agent import Agent, take_turn
 from thena_nb.core.context import Context, LoopFrame, Scope
 from thena_nb.core.report import ReportNode
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
-from thena_nb.core.stopping import Condition, condition_arity
+from thena_nb.core.stopping import call_condition
 from thena_nb.core.types import construct
 
 __all__ = ["run_steps"]
@@ -264,12 +264,8 @@ def _iteration_ran(node: ReportNode, frame: LoopFrame) -> bool:
 
 
 def _check_until(step: LoopStep, ctx: Context, frame: LoopFrame) -> bool:
-    until = step.until
     try:
-        if isinstance(until, Condition):
-            return bool(until(ctx, ctx.state))
-        _, accepted = condition_arity(until)
-        return bool(until(ctx, ctx.state) if accepted >= 2 else until(ctx))
+        return bool(call_condition(step.until, ctx, ctx.state))
     except Exception as exc:
         note_once(
             exc, f"raised by `until` of loop {frame.path!r} after iteration {frame.iteration}"

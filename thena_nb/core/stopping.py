@@ -13,8 +13,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Condition",
     "StopCondition",
+    "call_condition",
     "called_tool",
     "condition_arity",
     "max_tool_calls",
@@ -64,11 +67,27 @@ def condition_arity(fn: Callable[..., Any]) -> tuple[int, int]:
     return required, accepted
 
 
-def _call(fn: Callable[..., Any], ctx: Context, state: Any) -> Any:
+def call_condition(fn: Callable[..., Any], ctx: Any, state: Any) -> Any:
+    """Call a stop condition as `fn(ctx, state)` or `fn(ctx)`, as its signature asks.
+
+    The executor, the what-if evaluation and the Stepper all go through here.
+    """
     if isinstance(fn, Condition):
         return fn(ctx, state)
-    _, accepted = condition_arity(fn)
-    return fn(ctx, state) if accepted >= 2 else fn(ctx)
+    return fn(ctx, state) if _accepts_state(fn) else fn(ctx)
+
+
+def _accepts_state(fn: Callable[..., Any]) -> bool:
+    try:
+        return _ACCEPTS_STATE[fn]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable
+        takes = condition_arity(fn)[1] >= 2
+        with contextlib.suppress(TypeError):
+            _ACCEPTS_STATE[fn] = takes
+        return takes
+
+
+_ACCEPTS_STATE: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 class Condition:
@@ -117,13 +136,13 @@ def _compose(op: str, a: Callable[..., Any], b: Callable[..., Any]) -> Condition
     if op == "|":
 
         def either(ctx: Context, state: Any = None) -> bool:
-            return bool(_call(a, ctx, state)) or bool(_call(b, ctx, state))
+            return bool(call_condition(a, ctx, state)) or bool(call_condition(b, ctx, state))
 
         fn = either
     else:
 
         def both(ctx: Context, state: Any = None) -> bool:
-            return bool(_call(a, ctx, state)) and bool(_call(b, ctx, state))
+            return bool(call_condition(a, ctx, state)) and bool(call_condition(b, ctx, state))
 
         fn = both
     cond = Condition(fn, f"({_name(a)} {op} {_name(b)})")

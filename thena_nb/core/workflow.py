@@ -109,7 +109,9 @@ class Workflow:
                 user's data directory).
         """
         source = Replay(replay, live_from=live_from) if replay is not None else None
-        recorder = _resolve_store(store)
+        from thena_nb.core.store import resolve_store  # sqlite3 loads on first use only
+
+        recorder = resolve_store(store)
         return Session(
             self, _text(input), state=state, replay=source, recorder=recorder, run_id=run_id
         )
@@ -240,18 +242,6 @@ class Workflow:
         steps = ", ".join(_describe(s) for s in self.steps)
         extra = f", state={self.state.__name__}" if self.state is not None else ""
         return f"Workflow({self.name!r}, [{steps}]{extra})"
-
-
-def _resolve_store(store: RunRecorder | Literal[False] | None) -> RunRecorder | None:
-    if store is False:
-        return None
-    if store is not None:
-        return store
-    try:
-        from thena_nb.core.store import default_store
-    except ImportError:
-        return None
-    return default_store()
 
 
 def _describe(step: Any) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import io
 import time
 import traceback
@@ -29,7 +28,7 @@ import thena_nb
 from thena_nb.core import _html
 from thena_nb.core.report import ReportNode, Run
 from thena_nb.core.session import Event, Session
-from thena_nb.core.stopping import Condition, condition_arity
+from thena_nb.core.stopping import call_condition
 from thena_nb.core.types import Turn, TurnInfo
 from thena_nb.durable import WhatIf
 
@@ -399,7 +398,7 @@ class Stepper(widgets.VBox):
         state = getattr(view, "state", None)
         for fn in self.break_conditions:
             try:
-                if _call_condition(fn, view, state):
+                if call_condition(fn, view, state):
                     return f"condition {_label(fn)}"
             except Exception as exc:
                 return f"condition {_label(fn)} raised {_exception_text(exc)}"
@@ -736,22 +735,10 @@ def _chart_png(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> bytes:
     return buffer.getvalue()
 
 
-def _call_condition(fn: Callable[..., Any], ctx: Any, state: Any) -> Any:
-    if isinstance(fn, Condition):
-        return fn(ctx, state)
-    return fn(ctx, state) if _takes_state(fn) else fn(ctx)
-
-
-@functools.lru_cache(maxsize=256)
-def _takes_state(fn: Callable[..., Any]) -> bool:
-    """Whether a condition is called as `fn(ctx, state)` (cached: it runs after every turn)."""
-    return condition_arity(fn)[1] >= 2
-
-
 def _would_stop(until: Callable[..., Any], view: Any) -> str:
     label = f"until <code>{_html.escape(_label(until))}</code> would stop"
     try:
-        verdict = bool(_call_condition(until, view, getattr(view, "state", None)))
+        verdict = bool(call_condition(until, view, getattr(view, "state", None)))
     except Exception as exc:
         return f"{label}: <span style='color:#d62728'>{_html.escape(_exception_text(exc))}</span>"
     return f"{label}: <b>{'yes' if verdict else 'no'}</b>"

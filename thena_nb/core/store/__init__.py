@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -50,6 +50,7 @@ __all__ = [
     "StoreError",
     "default_store",
     "default_store_path",
+    "resolve_store",
 ]
 
 STORE_FORMAT = 1
@@ -391,3 +392,13 @@ def default_store() -> RunStore | None:
 
 from thena_nb.core.store.memory import MemoryRunStore  # noqa: E402
 from thena_nb.core.store.sqlite import SqliteRunStore  # noqa: E402
+
+_R = TypeVar("_R", bound=RunRecorder)
+
+
+def resolve_store(store: _R | Literal[False] | None) -> _R | RunStore | None:
+    """What a `store=` argument means: a store as given, `False` for none, `None` for the
+    default store (which is itself `None` when `THENA_NB_STORE` is off)."""
+    if store is False:
+        return None
+    return store if store is not None else default_store()
