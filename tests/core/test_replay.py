@@ -115,3 +115,36 @@ def test_replay_from_json_round_trip() -> None:
     again = wf.run("go", replay=loaded)
     assert sum(len(m.requests) for m in models) == 0
     assert again.stop_reasons == first.stop_reasons
+
+
+def _racing_rescuers() -> Workflow:
+    """Two branches whose one reply is a tool call written as text; the first answers last."""
+    text = '{"name": "add", "arguments": {"a": 2, "b": 3}}'
+    slow = Agent("Slow", model=ScriptedModel([text], delay=0.05), tools=calc([]).tools)
+    fast = Agent("Fast", model=ScriptedModel([text]), tools=calc([]).tools)
+    return Workflow("race", [parallel([slow, fast])])
+
+
+def test_rescued_ids_survive_replay_fork_and_resume_of_out_of_order_branches() -> None:
+    """Rescued call ids come from the turn's request and the call's position, so a replay
+    (which serves branches without waiting) gets the ids the live run had."""
+    from thena_nb.store import MemoryRunStore
+
+    wf = _racing_rescuers()
+    store = MemoryRunStore()
+    first = wf.run("go", store=store)
+    ids = [c.id for t in first.turns for c in t.tool_calls]
+    assert len(set(ids)) == 2 and all(i.startswith("rescued-") for i in ids)
+    assert all(c.ok for t in first.turns for c in t.tool_calls)
+
+    replayed = wf.run("go", replay=first, store=False)
+    assert replayed.replay_diverged_at is None
+    assert [c.id for t in replayed.turns for c in t.tool_calls] == ids
+    assert all(t.replayed for t in replayed.turns)
+
+    forked = first.fork(1, store=False)
+    assert [c.id for t in forked.turns for c in t.tool_calls] == ids
+
+    resumed = wf.resume(first.run_id, store=store)
+    assert resumed.status == "finished"
+    assert [c.id for t in resumed.turns for c in t.tool_calls] == ids

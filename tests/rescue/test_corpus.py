@@ -739,23 +739,25 @@ def test_refused_tool_is_reported_not_returned() -> None:
 
 
 def test_refused_and_rescued_together() -> None:
-    """Refused calls do not take rescued ids; both lists keep text order."""
+    """Ids are given once, in text order over both lists; both lists keep text order."""
     text = (
         '<tool_call>{"name": "send_mail", "arguments": {"to": "a@b.c", "body": "x"}}</tool_call>\n'
         f"<tool_call>{W}</tool_call>"
     )
     scan = scan_tool_calls(text, TOOLS)
-    assert [(call.id, call.name) for call in scan.calls] == [("rescued-0", "get_weather")]
-    assert [r.name for r in scan.refused] == ["send_mail"]
+    assert [(call.id, call.name) for call in scan.calls] == [("rescued-2", "get_weather")]
+    assert [(r.id, r.name) for r in scan.refused] == [("rescued-1", "send_mail")]
 
 
 def test_rescued_call_records() -> None:
     """Calls are `ToolCall` records with `source="rescued"` and numbered ids, not yet run."""
     calls = rescue_tool_calls(f"<tool_call>{W}</tool_call>[search(query='x')]", TOOLS)
     assert [(call.id, call.source, call.ok) for call in calls] == [
-        ("rescued-0", "rescued", None),
         ("rescued-1", "rescued", None),
+        ("rescued-2", "rescued", None),
     ]
+    again = scan_tool_calls(f"<tool_call>{W}</tool_call>", TOOLS, id_prefix="rescued-ab12")
+    assert [c.id for c in again.calls] == ["rescued-ab12-1"]
 
 
 def test_unknown_tools_and_no_tools() -> None:

@@ -196,7 +196,7 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
         tally["cache_read_tokens"] += reply.cache_read_tokens
         tally["cache_write_tokens"] += reply.cache_write_tokens
 
-    calls = _calls_of(agent, reply, control)
+    calls = _calls_of(agent, reply, request_key)
     history.append(
         construct(
             Message,
@@ -405,7 +405,7 @@ async def _call_model(model: Model, request: ModelRequest, control: Any) -> tupl
             await asyncio.sleep(delay)
 
 
-def _calls_of(agent: Agent, reply: Reply, control: Any) -> list[ToolCall]:
+def _calls_of(agent: Agent, reply: Reply, request_key: str) -> list[ToolCall]:
     """The turn's calls: native ones, or else those rescued from the text (S21)."""
     if reply.tool_calls:
         return list(reply.tool_calls)
@@ -413,22 +413,13 @@ def _calls_of(agent: Agent, reply: Reply, control: Any) -> list[ToolCall]:
         return []
     from thena_nb.core.rescue import scan_tool_calls
 
-    scan = scan_tool_calls(reply.text, agent.tools)
-    calls: list[ToolCall] = []
-    for call in scan.calls:
-        control.rescue_seq += 1
-        calls.append(finished_call(call, id=f"rescued-{control.rescue_seq}"))
+    # Ids come from the request key and the call's position: a replay asks the same and
+    # gets the same ids, whatever order parallel branches' model calls return in.
+    scan = scan_tool_calls(reply.text, agent.tools, id_prefix=f"rescued-{request_key[:12]}")
+    calls = list(scan.calls)
     for call in scan.refused:
-        control.rescue_seq += 1
-        calls.append(
-            finished_call(
-                call,
-                id=f"rescued-{control.rescue_seq}",
-                source="rescued",
-                ok=False,
-                error=error_observation(call.name, call.arguments, reason=call.error),
-            )
-        )
+        error = error_observation(call.name, call.arguments, reason=call.error)
+        calls.append(finished_call(call, error=error))
     return calls
 
 

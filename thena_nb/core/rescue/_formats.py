@@ -17,7 +17,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from thena_nb.core._rescue_json import (
+from thena_nb.core.rescue._json import (
     FAIL,
     RawCall,
     call_shapes,
