@@ -261,6 +261,8 @@ async def take_turn(agent: Agent, ctx: Context, node: ReportNode) -> Turn:
             "duration_s": time.perf_counter() - t0,
             "request_key": request_key,
             "replayed": recorded is not None,
+            "reasoning": reply.reasoning,
+            "reasoning_tokens": reply.reasoning_tokens,
         },
     )
     ctx.turn = info
@@ -359,6 +361,8 @@ def _recorded_reply(turn: Turn) -> Reply:
         output_tokens=turn.output_tokens,
         cache_read_tokens=turn.cache_read_tokens,
         cache_write_tokens=turn.cache_write_tokens,
+        reasoning=turn.reasoning,
+        reasoning_tokens=turn.reasoning_tokens,
     )
 
 

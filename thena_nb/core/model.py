@@ -52,6 +52,9 @@ class Reply(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning: str | None = None
+    """The model's reasoning, apart from `text`; `None` when it showed none."""
+    reasoning_tokens: int = 0
 
 
 @runtime_checkable

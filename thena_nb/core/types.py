@@ -248,6 +248,11 @@ class Turn(BaseModel):
     replayed: bool = False
     """The reply and tool results were taken from a recorded run: no model call and no tool
     call was made. Usage still counts it, so that a replay reproduces budget stops."""
+    reasoning: str | None = None
+    """What the model thought before it answered (its reasoning or thinking text), kept
+    apart from `info.response`; `None` when it showed none."""
+    reasoning_tokens: int = 0
+    """Output tokens the model spent on reasoning, when its API reports them."""
 
     def _repr_html_(self) -> str:
         from thena_nb.core import _html
