@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core.agent import Agent
+from thena_nb.core.changes import grid
 from thena_nb.core.context import Context
 from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
 from thena_nb.core.history import keep_first_and_recent
@@ -43,7 +44,6 @@ from thena_nb.core.types import (
     Usage,
 )
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiment import grid
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -28,20 +28,20 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from thena_nb.core._aio import run_sync
-from thena_nb.core.agent import Agent
+from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
 from thena_nb.core.replay import Replay
 from thena_nb.core.report import ReportNode, Run
 from thena_nb.core.session import Session
-from thena_nb.core.steps import LoopStep, ParallelStep, loop, parallel, step_path
+from thena_nb.core.steps import LoopStep
 from thena_nb.core.stopping import call_condition
-from thena_nb.core.store import RunStore, default_store, resolve_store, usage_of
+from thena_nb.core.store import RunStore, default_store, resolve_store
 from thena_nb.core.types import HistoryView, LoopStopReason, Message, Turn, TurnInfo, Usage
 from thena_nb.core.workflow import Workflow
 
@@ -53,7 +53,6 @@ __all__ = [
     "RecordedContext",
     "WhatIf",
     "afork",
-    "apply_changes",
     "aresume",
     "fork",
     "load_run",
@@ -62,9 +61,6 @@ __all__ = [
     "what_if",
     "what_if_context",
 ]
-
-Changes = Mapping[str, Mapping[str, Any]]
-"""`{agent name or step path: {field: new value}}`."""
 
 RUNS_COLUMNS = (
     "run_id",
@@ -78,9 +74,6 @@ RUNS_COLUMNS = (
     "started_at",
 )
 """The columns of `runs()`, in order."""
-
-_LOOP_FIELDS = ("steps", "until", "max_iterations", "on_exhausted", "max_fails", "on_fail")
-_WORKFLOW_FIELDS = ("budget", "retry")
 
 
 # -- loading and listing ---------------------------------------------------------------------
@@ -126,115 +119,6 @@ def _store(store: RunStore | None) -> RunStore:
             "THENA_NB_STORE at a file."
         )
     return found
-
-
-# -- changes ---------------------------------------------------------------------------------
-
-
-def apply_changes(workflow: Workflow, changes: Changes | None) -> Workflow:
-    """A copy of `workflow` with some agents and steps changed (the workflow is untouched).
-
-    Args:
-        workflow: The workflow to change.
-        changes: `{key: {field: value}}`. A key is an agent name (every step of that agent
-            changes, through `Agent.replace`), a step path (`"review/1.loop"`: a loop's
-            `steps`, `until`, `max_iterations`, `on_exhausted`, `max_fails`, `on_fail`; a
-            parallel block's `steps`; an agent's fields), or the workflow's name (`budget`,
-            `retry`).
-
-    Raises:
-        ValueError: A key names no agent or step (the message lists the valid ones), or a
-            field does not exist.
-
-    Example:
-        >>> from thena_nb import Agent, Workflow, loop, until_answered
-        >>> from thena_nb.models import ScriptedModel
-        >>> wf = Workflow("w", [loop(steps=[Agent("A", model=ScriptedModel(["ok"]))],
-        ...                          until=until_answered)])
-        >>> brief = apply_changes(wf, {"A": {"system": "Be brief."},
-        ...                            "w/0.loop": {"max_iterations": 3}})
-        >>> changed = brief.steps[0]
-        >>> changed.max_iterations, changed.steps[0].system, wf.steps[0].max_iterations
-        (3, 'Be brief.', 10)
-    """
-    if not changes:
-        return workflow
-    names, paths = _targets(workflow)
-    unknown = [k for k in changes if k not in names and k not in paths and k != workflow.name]
-    if unknown:
-        raise ValueError(
-            f"workflow {workflow.name!r} has no agent or step {unknown[0]!r}. "
-            f"Agents: {', '.join(map(repr, sorted(names))) or 'none'}. "
-            f"Step paths: {', '.join(map(repr, paths))}."
-        )
-    for key, fields in changes.items():
-        if not isinstance(fields, Mapping):
-            raise TypeError(f"changes[{key!r}] must be a dict of fields to replace, got {fields!r}")
-    steps = [
-        _changed(step, step_path(workflow.name, i, step), changes)
-        for i, step in enumerate(workflow.steps)
-    ]
-    own = dict(changes.get(workflow.name, {})) if workflow.name not in names else {}
-    bad = sorted(set(own) - set(_WORKFLOW_FIELDS))
-    if bad:
-        raise ValueError(
-            f"workflow {workflow.name!r} has no changeable field {bad[0]!r}; "
-            f"changeable fields: {', '.join(_WORKFLOW_FIELDS)}"
-        )
-    return Workflow(
-        workflow.name,
-        steps,
-        state=workflow.state,
-        budget=own.get("budget", workflow.budget),
-        retry=own.get("retry", workflow.retry),
-    )
-
-
-def _targets(workflow: Workflow) -> tuple[set[str], list[str]]:
-    names: set[str] = set()
-    paths: list[str] = []
-
-    def walk(steps: Sequence[Any], parent: str) -> None:
-        for i, step in enumerate(steps):
-            path = step_path(parent, i, step)
-            paths.append(path)
-            if isinstance(step, Agent):
-                names.add(step.name)
-            elif isinstance(step, (ParallelStep, LoopStep)):
-                walk(step.steps, path)
-
-    walk(workflow.steps, workflow.name)
-    return names, paths
-
-
-def _changed(step: Any, path: str, changes: Changes) -> Any:
-    own = dict(changes.get(path, {}))
-    if isinstance(step, Agent):
-        fields = {**changes.get(step.name, {}), **own}
-        return step.replace(**fields) if fields else step
-    if isinstance(step, (ParallelStep, LoopStep)):
-        subs = tuple(_changed(s, step_path(path, i, s), changes) for i, s in enumerate(step.steps))
-        allowed = _LOOP_FIELDS if isinstance(step, LoopStep) else ("steps",)
-        bad = sorted(set(own) - set(allowed))
-        if bad:
-            raise ValueError(
-                f"{step.kind} {path!r} has no changeable field {bad[0]!r}; "
-                f"changeable fields: {', '.join(allowed)}"
-            )
-        if isinstance(step, ParallelStep):
-            return parallel(own.get("steps", subs)) if own or subs != step.steps else step
-        if not own and subs == step.steps:
-            return step
-        fields = {name: getattr(step, name) for name in _LOOP_FIELDS}
-        fields["steps"] = subs
-        fields.update(own)
-        return loop(**fields)
-    if own:
-        raise ValueError(
-            f"function step {path!r} has no fields to change; replace it in the workflow's "
-            f"steps instead"
-        )
-    return step
 
 
 # -- fork and resume -------------------------------------------------------------------------
@@ -438,7 +322,7 @@ class RecordedContext:
     def usage(self) -> Usage:
         """Tokens, model calls and tool calls of the turns so far."""
         if self._usage is None:
-            self._usage = usage_of(self.turns)
+            self._usage = Usage.of(self.turns)
         return self._usage
 
     def __repr__(self) -> str:

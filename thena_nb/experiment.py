@@ -25,22 +25,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import itertools
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from thena_nb.core import _html
 from thena_nb.core._aio import run_sync
 from thena_nb.core.agent import Agent
+from thena_nb.core.changes import Changes, apply_changes, grid
 from thena_nb.core.errors import StoreError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.report import Run
 from thena_nb.core.steps import LoopStep, ParallelStep
 from thena_nb.core.store import resolve_store
 from thena_nb.core.workflow import Workflow
-from thena_nb.durable import Changes, apply_changes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,70 +63,6 @@ _REUSABLE = ("finished", "budget", "stopped")
 
 
 # -- variants ----------------------------------------------------------------------------
-
-
-def grid(**axes: Mapping[str, Changes]) -> dict[str, dict[str, dict[str, Any]]]:
-    """The cross product of several variant maps, ready for `variants=`.
-
-    Each axis maps a value name to a changes dict. Every combination becomes one variant
-    named `"axis=value,axis=value"` (axes in the order given) whose changes are the merged
-    changes of its values.
-
-    Args:
-        **axes: Axis name to `{value name: changes}`.
-
-    Returns:
-        Variant name to merged changes.
-
-    Raises:
-        ValueError: An axis is empty, or two axes set the same field of the same step to
-            different values.
-
-    Example:
-        >>> from thena_nb import grid, loop
-        >>> variants = grid(
-        ...     prompt={"brief": {"Executor": {"system": "Be brief."}},
-        ...             "chatty": {"Executor": {"system": "Explain."}}},
-        ...     stop={"five": {"demo/0.loop": {"max_iterations": 5}}, "default": {}})
-        >>> list(variants)
-        ['prompt=brief,stop=five', 'prompt=brief,stop=default', 'prompt=chatty,stop=five', 'prompt=chatty,stop=default']
-        >>> variants["prompt=brief,stop=five"]
-        {'Executor': {'system': 'Be brief.'}, 'demo/0.loop': {'max_iterations': 5}}
-    """  # noqa: E501
-    for axis, values in axes.items():
-        if not isinstance(values, Mapping) or not values:
-            raise ValueError(
-                f"grid axis {axis!r} must map value names to changes dicts, got {values!r}"
-            )
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    names = list(axes)
-    for combo in itertools.product(*(axes[a].items() for a in names)):
-        label = ",".join(f"{axis}={value}" for axis, (value, _) in zip(names, combo, strict=True))
-        merged: dict[str, dict[str, Any]] = {}
-        for (value, changes), axis in zip(combo, names, strict=True):
-            for key, fields in _check_changes(changes, f"grid axis {axis!r} value {value!r}"):
-                target = merged.setdefault(key, {})
-                for field, new in fields.items():
-                    if field in target and target[field] is not new and target[field] != new:
-                        raise ValueError(
-                            f"grid variant {label!r}: two axes set {key!r}.{field} "
-                            f"({target[field]!r} and {new!r}); give each axis its own fields"
-                        )
-                    target[field] = new
-        out[label] = merged
-    return out
-
-
-def _check_changes(changes: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    if not isinstance(changes, Mapping):
-        raise ValueError(f"{where}: changes must be a dict of dicts, got {changes!r}")
-    for key, fields in changes.items():
-        if not isinstance(key, str) or not isinstance(fields, Mapping):
-            raise ValueError(
-                f"{where}: changes map agent names or step paths to dicts of fields, got "
-                f"{key!r}: {fields!r}"
-            )
-        yield key, fields
 
 
 def _rebuilt(workflow: Workflow, steps: list[Any]) -> Workflow:

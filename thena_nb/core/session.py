@@ -19,7 +19,7 @@ from thena_nb.core.types import LoopStopReason, ToolCall, Turn, construct
 if TYPE_CHECKING:
     from thena_nb.core.workflow import Workflow
 
-__all__ = ["Breakpoint", "Event", "EventKind", "Session"]
+__all__ = ["Breakpoint", "Event", "EventKind", "OpenLoop", "Session"]
 
 EventKind = Literal[
     "turn_started",
@@ -50,6 +50,22 @@ class Event(BaseModel):
     tool_call: ToolCall | None = None
     stop_reason: LoopStopReason | None = None
     """`loop_stopped`: why the loop at `path` stopped."""
+
+
+class OpenLoop(BaseModel):
+    """A loop that is running, as `Session.open_loops` shows it (outermost first)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    path: str
+    """The loop's step path, e.g. `"review/1.loop"`."""
+    iteration: int
+    """The 1-based iteration running (or about to run) now."""
+    max_iterations: int
+    consecutive_fails: int
+    """The loop's current streak of failed tool calls."""
+    max_fails: float
+    """`max_fails` of the loop (`inf` when off)."""
 
 
 def event(kind: EventKind, **fields: Any) -> Event:
@@ -175,6 +191,23 @@ class Session:
     def running(self) -> bool:
         """A `step()` or `run()` is advancing the run right now."""
         return self.task is not None and not self.done and not self.paused
+
+    @property
+    def open_loops(self) -> list[OpenLoop]:
+        """A snapshot of the loops running at this moment, outermost first, nested ones
+        included (empty before the run starts and after it ends)."""
+        if self._ctx is None or self.done:
+            return []
+        return [
+            OpenLoop(
+                path=f.path,
+                iteration=f.iteration,
+                max_iterations=f.step.max_iterations,
+                consecutive_fails=f.consecutive,
+                max_fails=f.step.max_fails,
+            )
+            for f in self._ctx._loops
+        ]
 
     @property
     def context(self) -> Context | None:

@@ -7,7 +7,7 @@ A step is an `Agent` (one turn), a `ParallelStep`, a `LoopStep`, or a plain func
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -16,7 +16,17 @@ from thena_nb.core.types import DEFAULT_MAX_FAILS, DEFAULT_MAX_ITERATIONS
 if TYPE_CHECKING:
     from thena_nb.core.agent import Agent
 
-__all__ = ["LoopStep", "ParallelStep", "Step", "loop", "parallel"]
+__all__ = [
+    "LoopStep",
+    "ParallelStep",
+    "Step",
+    "callable_name",
+    "loop",
+    "parallel",
+    "step_name",
+    "step_path",
+    "walk",
+]
 
 Step: TypeAlias = "Agent | ParallelStep | LoopStep | Callable[..., Any]"
 
@@ -29,7 +39,7 @@ class ParallelStep:
     kind: Literal["parallel"] = field(default="parallel", init=False)
 
     def __repr__(self) -> str:
-        return f"parallel([{', '.join(_step_name(s) for s in self.steps)}])"
+        return f"parallel([{', '.join(step_name(s) for s in self.steps)}])"
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,8 +55,8 @@ class LoopStep:
     kind: Literal["loop"] = field(default="loop", init=False)
 
     def __repr__(self) -> str:
-        parts = [f"steps=[{', '.join(_step_name(s) for s in self.steps)}]"]
-        parts.append(f"until={getattr(self.until, 'name', None) or _step_name(self.until)}")
+        parts = [f"steps=[{', '.join(step_name(s) for s in self.steps)}]"]
+        parts.append(f"until={callable_name(self.until)}")
         if self.max_iterations != DEFAULT_MAX_ITERATIONS:
             parts.append(f"max_iterations={self.max_iterations}")
         if self.max_fails != DEFAULT_MAX_FAILS:
@@ -126,18 +136,39 @@ def loop(
     )
 
 
-def _step_name(step: Any) -> str:
-    kind = getattr(step, "kind", None)
-    if kind in ("parallel", "loop"):
-        return str(kind)
-    return str(getattr(step, "name", None) or getattr(step, "__name__", None) or repr(step))
+def callable_name(fn: Any) -> str:
+    """The one name a function, condition, tool or agent is shown by: its `name`, else its
+    `__name__`, else its repr."""
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
+    return str(name) if name else repr(fn)
 
 
 def step_name(step: Any) -> str:
     """The name a step has in step paths: the agent's or function's name, `parallel`, `loop`."""
-    return _step_name(step)
+    kind = getattr(step, "kind", None)
+    if kind in ("parallel", "loop"):
+        return str(kind)
+    return callable_name(step)
 
 
 def step_path(parent: str, index: int, step: Any) -> str:
     """The one function that builds step paths: `review/1.loop/0.ExecutorAgent`."""
-    return f"{parent}/{index}.{_step_name(step)}"
+    return f"{parent}/{index}.{step_name(step)}"
+
+
+def walk(steps: Sequence[Any], parent: str) -> Iterator[tuple[str, Any]]:
+    """Every step below `parent`, in pre-order, with its step path: the one step-tree walk.
+
+    Example:
+        >>> from thena_nb import Agent, loop, parallel, until_answered
+        >>> from thena_nb.models import ScriptedModel
+        >>> a, b = (Agent(n, model=ScriptedModel(["ok"])) for n in "AB")
+        >>> [path for path, _ in walk([parallel([a, loop(steps=[b], until=until_answered)])], "w")]
+        ['w/0.parallel', 'w/0.parallel/0.A', 'w/0.parallel/1.loop', 'w/0.parallel/1.loop/0.B']
+    """
+    for i, step in enumerate(steps):
+        path = step_path(parent, i, step)
+        yield path, step
+        children = getattr(step, "steps", None)
+        if isinstance(children, tuple):
+            yield from walk(children, path)

@@ -277,6 +277,36 @@ class Usage(BaseModel):
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
+    def add(self, reply: Any) -> None:
+        """Count the tokens of a `Reply` (or a `Turn`), in place: the one place usage grows.
+
+        Model and tool calls are counted where they are made (every attempt is a model call).
+        """
+        tally = self.__dict__  # a running tally: skip pydantic's per-field __setattr__
+        tally["input_tokens"] += reply.input_tokens
+        tally["output_tokens"] += reply.output_tokens
+        tally["cache_read_tokens"] += reply.cache_read_tokens
+        tally["cache_write_tokens"] += reply.cache_write_tokens
+
+    @classmethod
+    def of(cls, turns: Sequence[Turn]) -> Usage:
+        """The usage of recorded turns (a replayed turn counts one model call).
+
+        Example:
+            >>> from thena_nb import Agent, Usage, Workflow
+            >>> from thena_nb.models import ScriptedModel, reply
+            >>> model = ScriptedModel([reply.text("hi", input_tokens=7)])
+            >>> run = Workflow("w", [Agent("A", model=model)]).run("x", store=False)
+            >>> Usage.of(run.turns).input_tokens
+            7
+        """
+        usage = cls()
+        for turn in turns:
+            usage.add(turn)
+            usage.model_calls += max(turn.attempts, 1)
+            usage.tool_calls += len(turn.tool_calls)
+        return usage
+
 
 class Budget(BaseModel):
     """Run-wide limits, checked before every model call (S26).

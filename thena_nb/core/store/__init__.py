@@ -240,7 +240,7 @@ def rebuild_run(
             run.state = last if last is not None else run.state
     run.report = report if report is not None else report_from_turns(run.workflow_name, turns)
     usage = header.get("usage")
-    run.usage = Usage.model_validate(usage) if usage is not None else usage_of(turns)
+    run.usage = Usage.model_validate(usage) if usage is not None else Usage.of(turns)
     return run
 
 
@@ -278,18 +278,6 @@ def _tool_message(agent: str, call: ToolCall) -> Message:
         agent=agent,
         tool_call_id=call.id,
         is_error=not call.ok,
-    )
-
-
-def usage_of(turns: Sequence[Turn]) -> Usage:
-    """The usage of a run rebuilt from its turns (a replayed turn counts one model call)."""
-    return Usage(
-        input_tokens=sum(t.input_tokens for t in turns),
-        output_tokens=sum(t.output_tokens for t in turns),
-        cache_read_tokens=sum(t.cache_read_tokens for t in turns),
-        cache_write_tokens=sum(t.cache_write_tokens for t in turns),
-        model_calls=sum(max(t.attempts, 1) for t in turns),
-        tool_calls=sum(len(t.tool_calls) for t in turns),
     )
 
 
