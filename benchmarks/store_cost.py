@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.turn_overhead import tool_loop
-from thena_nb.core.store import MemoryRunStore, RunStore, SqliteRunStore
+from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore
 
 PER_TURN_TARGET_US = 200.0
 REPLAY_TARGET_S = 1.0

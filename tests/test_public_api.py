@@ -48,6 +48,10 @@ def test_store_all() -> None:
     import thena_nb.store
 
     assert set(thena_nb.store.__all__) == {
+        "ENV_VAR",
+        "RunRecorder",
+        "TurnRecord",
+        "records_of",
         "MemoryRunStore",
         "RunStore",
         "SqliteRunStore",

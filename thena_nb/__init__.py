@@ -16,9 +16,11 @@ from thena_nb.core.agent import Agent
 from thena_nb.core.changes import grid
 from thena_nb.core.context import Context
 from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
+from thena_nb.core.events import Event
 from thena_nb.core.history import keep_first_and_recent
-from thena_nb.core.report import ReportNode, Run
-from thena_nb.core.session import Event, Session
+from thena_nb.core.report import ReportNode
+from thena_nb.core.run import Run
+from thena_nb.core.session import Session
 from thena_nb.core.steps import LoopStep, ParallelStep, loop, parallel
 from thena_nb.core.stopping import (
     called_tool,
@@ -108,10 +110,21 @@ def frames(runs: Any) -> pd.DataFrame:
 
 
 def runs(*, store: Any = None) -> pd.DataFrame:
-    """The stored runs as a DataFrame, newest first (from the default store unless given)."""
-    from thena_nb.durable import runs as stored_runs
+    """The stored runs as a pandas DataFrame, one row per run, in the order they started.
 
-    return stored_runs(store=store)
+    Columns: `run_id`, `workflow`, `input`, `status`, `stop_reasons` (a dict of loop path to
+    stop reason), `turns`, `input_tokens`, `output_tokens`, `started_at` (UTC).
+
+    Args:
+        store: The store to list; the default store when not given.
+
+    Raises:
+        StoreError: There is no store (`THENA_NB_STORE` is off and none was given).
+    """
+    from thena_nb.core._portals import require_store
+    from thena_nb.notebook.frames import runs_frame
+
+    return runs_frame(require_store(store).list_runs())
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

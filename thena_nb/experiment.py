@@ -36,9 +36,9 @@ from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes, apply_changes, grid
 from thena_nb.core.errors import StoreError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.report import Run
+from thena_nb.core.run import Run
 from thena_nb.core.steps import LoopStep, ParallelStep
-from thena_nb.core.store import resolve_store
+from thena_nb.core.store.base import records_of, resolve_store
 from thena_nb.core.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -619,8 +619,8 @@ async def _save(store: Any, run: Run) -> None:
     if store is None:
         return
     await store.run_started(run)
-    for turn in run.turns:
-        await store.turn_recorded(run, turn)
+    for record in records_of(run):
+        await store.turn_recorded(run, record)
     await store.run_finished(run)
 
 

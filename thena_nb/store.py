@@ -2,6 +2,8 @@
 
 Every run goes to the default store (`THENA_NB_STORE`, or a SQLite file under the user's
 data directory) unless `store=` names another, or `store=False` keeps it in memory only.
+A store of your own implements `RunStore` and can run the contract suite that ours pass
+(`tests/store/contract.py`).
 
 Example:
     >>> import tempfile, pathlib
@@ -16,20 +18,21 @@ Example:
     'Hi!'
 """
 
-from thena_nb.core.store import (
-    MemoryRunStore,
-    RunStore,
-    SqliteRunStore,
-    StoreError,
-    default_store,
-    default_store_path,
-)
+from thena_nb.core.errors import StoreError
+from thena_nb.core.store.base import RunRecorder, RunStore, TurnRecord, records_of
+from thena_nb.core.store.default import ENV_VAR, default_store, default_store_path
+from thena_nb.core.store.memory import MemoryRunStore
+from thena_nb.core.store.sqlite import SqliteRunStore
 
 __all__ = [
+    "ENV_VAR",
     "MemoryRunStore",
+    "RunRecorder",
     "RunStore",
     "SqliteRunStore",
     "StoreError",
+    "TurnRecord",
     "default_store",
     "default_store_path",
+    "records_of",
 ]

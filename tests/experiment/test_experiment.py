@@ -12,10 +12,10 @@ import pytest
 
 from thena_nb import Agent, Workflow, loop, max_tool_calls, tool, until_answered
 from thena_nb.core.errors import TransientModelError
-from thena_nb.core.store import MemoryRunStore
 from thena_nb.core.types import RetryPolicy
 from thena_nb.experiment import Experiment, arun_experiment, grid, run_experiment
 from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from thena_nb.store import MemoryRunStore
 
 INPUTS = ["first question", "second question", "third question"]
 

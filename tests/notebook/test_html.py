@@ -9,7 +9,7 @@ from nb_records import HOSTILE, build_loop, build_turn
 
 from thena_nb.core import _html
 from thena_nb.core.agent import Agent
-from thena_nb.core.report import Run
+from thena_nb.core.run import Run
 from thena_nb.core.steps import loop, parallel
 from thena_nb.core.stopping import Condition, until_answered
 from thena_nb.core.tools import tool

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.report import Run
-from thena_nb.core.store import SqliteRunStore
-from thena_nb.core.types import Turn
+from thena_nb.core.run import Run
 from thena_nb.models import ScriptedModel, reply
+from thena_nb.store import SqliteRunStore, TurnRecord
 
 LONG_TURNS = 200
 """Turns of the crash test's run: 199 tool calls, then an answer."""
@@ -45,9 +44,9 @@ def counting_workflow(replies: list[Any], *, turns: int, delay: float = 0.0) -> 
 class ReportingStore(SqliteRunStore):
     """Prints each turn's index once it is committed."""
 
-    async def turn_recorded(self, run: Run, turn: Turn) -> None:
-        await super().turn_recorded(run, turn)
-        print(turn.index, flush=True)
+    async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        await super().turn_recorded(run, record)
+        print(record.turn.index, flush=True)
 
 
 def crash(db: str, run_id: str) -> None:

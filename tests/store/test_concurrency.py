@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from store_worker import SHORT_TURNS, counting_workflow, script
 
-from thena_nb.core.store import SqliteRunStore
+from thena_nb.store import SqliteRunStore
 
 WORKER = Path(__file__).with_name("store_worker.py")
 

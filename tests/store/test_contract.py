@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 from thena_nb import Agent, Context, Run, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.errors import StoreError
-from thena_nb.core.store import MemoryRunStore, RunStore, SqliteRunStore
 from thena_nb.models import FunctionModel, ScriptedModel, reply
+from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore
 
 STORES = ["memory", "sqlite"]
 

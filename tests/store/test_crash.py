@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from store_worker import LONG_TURNS, counting_workflow, script
 
-from thena_nb.core.store import SqliteRunStore
-from thena_nb.durable import resume
+from thena_nb.store import SqliteRunStore
 
 WORKER = Path(__file__).with_name("store_worker.py")
 
@@ -73,7 +72,7 @@ def test_s28_a_killed_process_keeps_every_committed_turn_and_resumes(tmp_path: P
         tail = script(LONG_TURNS)[k:]
         wf = counting_workflow(tail, turns=LONG_TURNS)
         model = wf.steps[0].steps[0].model
-        resumed = resume(wf, "killed", store=store)
+        resumed = wf.resume("killed", store=store)
         assert resumed.status == "finished" and resumed.run_id == "killed"
         assert len(resumed.turns) == LONG_TURNS
         assert [t.replayed for t in resumed.turns] == [True] * k + [False] * (LONG_TURNS - k)

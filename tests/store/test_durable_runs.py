@@ -13,30 +13,23 @@ from thena_nb import (
     Agent,
     Budget,
     Context,
+    Run,
     Workflow,
     loop,
     max_tool_calls,
     parallel,
+    runs,
     tool,
     until_answered,
     until_text,
     was_exhausted,
 )
+from thena_nb.core.changes import apply_changes
 from thena_nb.core.errors import StoreError
-from thena_nb.core.store import MemoryRunStore, RunStore, SqliteRunStore
-from thena_nb.durable import (
-    RUNS_COLUMNS,
-    RecordedContext,
-    WhatIf,
-    apply_changes,
-    fork,
-    load_run,
-    resume,
-    runs,
-    what_if,
-    what_if_context,
-)
+from thena_nb.core.what_if import RecordedContext, WhatIf, what_if, what_if_context
 from thena_nb.models import FunctionModel, ScriptedModel, reply
+from thena_nb.notebook.frames import RUNS_COLUMNS
+from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore
 
 STRIP = {"started_at", "duration_s", "replayed", "attempts"}
 
@@ -128,7 +121,7 @@ def test_replay_from_the_store_makes_no_model_or_tool_call(store: RunStore) -> N
     for m in models:
         m.requests.clear()
 
-    loaded = load_run(first.run_id, store=store)
+    loaded = Run.load(first.run_id, store=store)
     again = wf.run("go", replay=loaded, store=False)
     assert [len(m.requests) for m in models] == [0, 0, 0]
     assert counter.ran == ran  # no tool ran again, the flaky one included
@@ -169,7 +162,7 @@ def test_fork_at_k_makes_exactly_the_live_calls_after_k(store: RunStore, at: int
     first = adding(6).run("go", store=store)
     loaded = store.load(first.run_id)
     live = ScriptedModel(["answered early"], name="scripted")
-    forked = fork(loaded, at, workflow=adding(6, model=live), store=store)
+    forked = loaded.fork(at, workflow=adding(6, model=live), store=store)
     assert [t.replayed for t in forked.turns] == [True] * at + [False]
     assert len(live.requests) == 1 and forked.output == "answered early"
     assert forked.run_id != first.run_id
@@ -181,8 +174,7 @@ def test_fork_with_changes_reuses_the_turns_before_k(store: RunStore) -> None:
     """A changed prompt changes every request; the fork still keeps turns 0..k-1."""
     first = adding(5).run("go", store=store)
     live = ScriptedModel([reply.tool("add", a=9, b=9), "brief answer"])
-    forked = fork(
-        store.load(first.run_id),
+    forked = store.load(first.run_id).fork(
         3,
         workflow=adding(5),
         changes={"Calc": {"system": "Be brief.", "model": live}},
@@ -200,7 +192,7 @@ def test_fork_of_a_live_run_uses_its_own_workflow() -> None:
     first = wf.run("go", store=False)
     model = wf.steps[0].steps[0].model
     model.requests.clear()
-    forked = fork(first, 2, store=False)
+    forked = first.fork(2, store=False)
     # The script starts again for the new run, so the live part runs it from its first reply.
     assert [t.replayed for t in forked.turns] == [True, True, False, False, False, False]
     assert len(model.requests) == len(forked.turns) - 2
@@ -211,16 +203,16 @@ def test_fork_needs_a_workflow_and_a_turn_in_range(store: RunStore) -> None:
     first = adding(3).run("go", store=store)
     loaded = store.load(first.run_id)
     with pytest.raises(ValueError, match=r"loaded from a store\); pass `workflow=`"):
-        fork(loaded, 1)
+        loaded.fork(1)
     for at in (-1, 4, True):
         with pytest.raises(ValueError, match="`at` must be a turn index from 0 to 3"):
-            fork(loaded, at, workflow=adding(3))
+            loaded.fork(at, workflow=adding(3))
 
 
 def test_fork_goes_live_where_the_changed_workflow_takes_another_path(store: RunStore) -> None:
     first = adding(4).run("go", store=store)
     other = adding(4, name="Other", model=ScriptedModel(["fresh"]))
-    forked = fork(store.load(first.run_id), 3, workflow=other, store=False)
+    forked = store.load(first.run_id).fork(3, workflow=other, store=False)
     assert forked.replay_diverged_at == 0 and not any(t.replayed for t in forked.turns)
 
 
@@ -254,7 +246,7 @@ def test_resume_after_an_exception_runs_no_finished_turn_twice(store: RunStore) 
     crashed = store.load("r1")
     assert crashed.status == "failed" and len(crashed.turns) == 3
 
-    resumed = resume(wf, "r1", store=store)
+    resumed = wf.resume("r1", store=store)
     assert resumed.status == "finished" and resumed.run_id == "r1"
     assert calls == [1, 2, 3, 4, 5, 6]  # turns 3 and 4 only
     assert ran == [0, 1, 2, 3]  # every tool call ran once
@@ -289,7 +281,7 @@ def test_resume_with_a_changed_step_replaces_the_stored_turns_from_there(
     assert [t.agent for t in first.turns] == ["A", "B"]
 
     b2 = b.replace(system="Say more.", model=ScriptedModel(["b, at length"]))
-    resumed = resume(Workflow("w", [a, b2, c]), "r", store=store)
+    resumed = Workflow("w", [a, b2, c]).resume("r", store=store)
     assert resumed.replay_diverged_at == 1
     assert [t.replayed for t in resumed.turns] == [True, False, False]
     stored = store.load("r")
@@ -302,9 +294,9 @@ def test_resume_with_a_changed_step_replaces_the_stored_turns_from_there(
 def test_resume_checks_the_workflow_and_the_run(store: RunStore) -> None:
     adding(2).run("go", run_id="r", store=store)
     with pytest.raises(ValueError, match="made by workflow 'adding', not 'other'"):
-        resume(Workflow("other", [Agent("A", model=ScriptedModel(["x"]))]), "r", store=store)
+        Workflow("other", [Agent("A", model=ScriptedModel(["x"]))]).resume("r", store=store)
     with pytest.raises(StoreError, match="no run 'missing'"):
-        resume(adding(2), "missing", store=store)
+        adding(2).resume("missing", store=store)
 
 
 def test_resume_of_a_finished_run_calls_nothing(store: RunStore) -> None:
@@ -312,14 +304,14 @@ def test_resume_of_a_finished_run_calls_nothing(store: RunStore) -> None:
     wf.run("go", run_id="r", store=store)
     model = wf.steps[0].steps[0].model
     model.requests.clear()
-    again = resume(wf, "r", store=store)
+    again = wf.resume("r", store=store)
     assert model.requests == [] and again.status == "finished" and len(again.turns) == 3
 
 
 def test_no_store_at_all_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THENA_NB_STORE", "off")
     with pytest.raises(StoreError, match="there is no run store"):
-        load_run("abc")
+        Run.load("abc")
     with pytest.raises(StoreError, match="there is no run store"):
         runs()
 

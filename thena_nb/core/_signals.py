@@ -6,7 +6,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from thena_nb.core.context import LoopFrame
+    from thena_nb.core._run_state import LoopFrame
     from thena_nb.core.types import LoopStopReason
 
 

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from thena_nb.core.agent import Agent
 from thena_nb.core.steps import LoopStep, ParallelStep, loop, parallel, step_path, walk
-from thena_nb.core.workflow import Workflow
+
+if TYPE_CHECKING:
+    from thena_nb.core.workflow import Workflow
+
+_W = TypeVar("_W", bound="Workflow")
 
 __all__ = ["Changes", "apply_changes", "grid"]
 
@@ -23,7 +27,7 @@ _LOOP_FIELDS = ("steps", "until", "max_iterations", "on_exhausted", "max_fails",
 _WORKFLOW_FIELDS = ("budget", "retry")
 
 
-def apply_changes(workflow: Workflow, changes: Changes | None) -> Workflow:
+def apply_changes(workflow: _W, changes: Changes | None) -> _W:
     """A copy of `workflow` with some agents and steps changed (the workflow is untouched).
 
     Args:
@@ -73,7 +77,8 @@ def apply_changes(workflow: Workflow, changes: Changes | None) -> Workflow:
             f"workflow {workflow.name!r} has no changeable field {bad[0]!r}; "
             f"changeable fields: {', '.join(_WORKFLOW_FIELDS)}"
         )
-    return Workflow(
+    # The workflow's own class builds the copy (this module sits below `workflow`).
+    return type(workflow)(
         workflow.name,
         steps,
         state=workflow.state,

@@ -9,47 +9,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from thena_nb.core._executor import run_steps
+from thena_nb.core._replay import Replay
+from thena_nb.core._run_state import PausePoint, Position, RunControl, Scope
 from thena_nb.core._signals import Halt, LoopBreak
-from thena_nb.core.context import Context, RunControl, RunRecorder, Scope, _current_run
-from thena_nb.core.executor import run_steps
-from thena_nb.core.replay import Replay
-from thena_nb.core.report import Run
-from thena_nb.core.types import LoopStopReason, ToolCall, Turn, construct
+from thena_nb.core.context import Context
+from thena_nb.core.events import Event, event
+from thena_nb.core.run import Run, _current_run
+from thena_nb.core.store.base import RunRecorder
+from thena_nb.core.types import LoopStopReason, Turn
 
 if TYPE_CHECKING:
     from thena_nb.core.workflow import Workflow
 
-__all__ = ["Breakpoint", "Event", "EventKind", "OpenLoop", "Session"]
-
-EventKind = Literal[
-    "turn_started",
-    "text_delta",
-    "tool_started",
-    "tool_finished",
-    "turn_finished",
-    "loop_stopped",
-    "run_finished",
-]
+__all__ = ["Breakpoint", "Event", "OpenLoop", "Session"]
 
 Breakpoint = Callable[[Turn], Any]
 """`fn(turn)`; truthy pauses a running session after that turn."""
-
-
-class Event(BaseModel):
-    """Something that happened in a run, as `Session.subscribe` reports it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: EventKind
-    path: str | None = None
-    agent: str | None = None
-    text: str | None = None
-    """`text_delta`: the new piece of text."""
-    turn: Turn | None = None
-    """`turn_finished`: the recorded turn."""
-    tool_call: ToolCall | None = None
-    stop_reason: LoopStopReason | None = None
-    """`loop_stopped`: why the loop at `path` stopped."""
 
 
 class OpenLoop(BaseModel):
@@ -66,16 +42,6 @@ class OpenLoop(BaseModel):
     """The loop's current streak of failed tool calls."""
     max_fails: float
     """`max_fails` of the loop (`inf` when off)."""
-
-
-def event(kind: EventKind, **fields: Any) -> Event:
-    """An `Event` built without validation: the executor makes several per turn."""
-    values: dict[str, Any] = dict.fromkeys(_EVENT_FIELDS)
-    values.update(fields, kind=kind)
-    return construct(Event, values)
-
-
-_EVENT_FIELDS = tuple(Event.model_fields)
 
 
 class Session:
@@ -128,7 +94,10 @@ class Session:
         self._break_hit: Turn | None = None
         self._resume: asyncio.Future[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []
-        self._ctx: Context | None = None
+        self._top: Position | None = None
+        self.paused_at: PausePoint | None = None
+        """Where the session waits: `"model"` (before a model call), `"tools"` (before a
+        turn's tools, with `pause_before_tools`), or `None` when it is not paused."""
         self.breakpoint_hit: Turn | None = None
         """The turn whose breakpoint paused the last `run()`, or `None`."""
 
@@ -196,7 +165,7 @@ class Session:
     def open_loops(self) -> list[OpenLoop]:
         """A snapshot of the loops running at this moment, outermost first, nested ones
         included (empty before the run starts and after it ends)."""
-        if self._ctx is None or self.done:
+        if self._top is None or self.done:
             return []
         return [
             OpenLoop(
@@ -206,13 +175,27 @@ class Session:
                 consecutive_fails=f.consecutive,
                 max_fails=f.step.max_fails,
             )
-            for f in self._ctx._loops
+            for f in self._top.loops
         ]
 
     @property
     def context(self) -> Context | None:
         """The run's top-level context once the run has started."""
-        return self._ctx
+        return self._top.ctx if self._top is not None else None
+
+    @property
+    def pause_before_tools(self) -> bool:
+        """Also pause before each turn's tools run, after its model call (off by default).
+
+        With it on, `step()` from before a model call runs the model call and returns `None`
+        with `paused_at == "tools"`; the next `step()` runs the tools and returns the turn.
+        `run()` pauses there only for a breakpoint, as before a model call.
+        """
+        return self._control.pause_before_tools
+
+    @pause_before_tools.setter
+    def pause_before_tools(self, value: bool) -> None:
+        self._control.pause_before_tools = bool(value)
 
     def __repr__(self) -> str:
         state = (
@@ -234,8 +217,9 @@ class Session:
         if self.done and self.exception is not None:
             raise self.exception
 
-    async def _checkpoint(self) -> None:
-        """Called by the executor before every model call (and parallel block)."""
+    async def _checkpoint(self, where: PausePoint) -> None:
+        """Called by the executor at every pause point: before every model call (and
+        parallel block), and before a turn's tools when `pause_before_tools` is on."""
         while True:
             if self._control.stop_requested:
                 return  # the executor's stop check comes next
@@ -247,9 +231,13 @@ class Session:
             self.breakpoint_hit = self._break_hit
             self._break_hit = None
             self._resume = asyncio.get_running_loop().create_future()
+            self.paused_at = where
             self._wake()
-            await self._resume
-            self._resume = None
+            try:
+                await self._resume
+            finally:
+                self._resume = None
+                self.paused_at = None
 
     def _after_turn(self, turn: Turn) -> None:
         control = self._control
@@ -264,14 +252,14 @@ class Session:
     async def _drive(self) -> None:
         run = self.result
         _current_run.set(run)
-        ctx = Context(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
-        self._ctx = ctx
+        top = Position(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
+        self._top = top
         status: Any = "finished"
         recorder = self._control.recorder
         try:
             if recorder is not None:
                 await recorder.run_started(run)
-            await run_steps(self.workflow.steps, ctx, run.report)
+            await run_steps(self.workflow.steps, top, run.report)
         except Halt as halt:
             status = "stopped" if halt.reason == "stop" else "budget"
             run.error = halt.detail or None
@@ -285,7 +273,7 @@ class Session:
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
         finally:
-            run.output = ctx.output
+            run.output = top.ctx.output
             if self._control.replay is not None:
                 run.replay_diverged_at = self._control.replay.diverged_at
             run.status = status
@@ -314,7 +302,7 @@ class Session:
                 w.set_result(None)
 
     def _mark_open_loops(self, reason: LoopStopReason) -> None:
-        # Paused sessions wait at the top level, so the open loops are the top context's.
-        if self._ctx is not None:
-            for frame in self._ctx._loops:
+        # Paused sessions wait at the top level, so the open loops are the top position's.
+        if self._top is not None:
+            for frame in self._top.loops:
                 frame.node.stop_reason = reason

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from thena_nb.core import _html
+
 __all__ = [
     "DEFAULT_MAX_FAILS",
     "DEFAULT_MAX_ITERATIONS",
@@ -116,8 +118,6 @@ class TurnInfo(BaseModel):
     """The model's text, as it wrote it (`""` when it said nothing)."""
 
     def _repr_html_(self) -> str:
-        from thena_nb.core import _html
-
         return _html.turn_info_html(self)
 
 
@@ -255,8 +255,6 @@ class Turn(BaseModel):
     """Output tokens the model spent on reasoning, when its API reports them."""
 
     def _repr_html_(self) -> str:
-        from thena_nb.core import _html
-
         return _html.turn_html(self)
 
 

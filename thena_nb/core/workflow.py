@@ -5,24 +5,23 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from thena_nb.core import _html, _portals
 from thena_nb.core._aio import run_sync
+from thena_nb.core._fork import afork, aresume
+from thena_nb.core._replay import Replay
 from thena_nb.core.agent import Agent
-from thena_nb.core.context import RunRecorder
+from thena_nb.core.changes import Changes
 from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.replay import Replay
-from thena_nb.core.report import Run
+from thena_nb.core.run import Run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
 from thena_nb.core.stopping import condition_arity, condition_parts
+from thena_nb.core.store.base import RunRecorder, RunStore, resolve_store
 from thena_nb.core.types import Budget, RetryPolicy
-
-if TYPE_CHECKING:
-    from thena_nb.experiment import Experiment
-    from thena_nb.notebook.stepper import Stepper
 
 __all__ = ["Workflow"]
 
@@ -109,8 +108,6 @@ class Workflow:
                 user's data directory).
         """
         source = Replay(replay, live_from=live_from) if replay is not None else None
-        from thena_nb.core.store import resolve_store  # sqlite3 loads on first use only
-
         recorder = resolve_store(store)
         return Session(
             self, _text(input), state=state, replay=source, recorder=recorder, run_id=run_id
@@ -172,22 +169,38 @@ class Workflow:
             )
         )
 
-    def resume(self, run_id: str, *, store: Any = None) -> Run:
+    def resume(self, run_id: str, *, store: RunStore | None = None) -> Run:
         """Resume a stored run from its last finished turn.
 
         Finished turns are reused (no model call, no tool call); the rest runs live, under
         the same run id. Works for runs ended by an error, a stop, a kernel interrupt or a
         killed process.
+
+        Args:
+            run_id: The stored run's id.
+            store: The store holding the run, where the resumed run is kept too; the
+                default store when not given.
+
+        Raises:
+            StoreError: The run is not in the store, or there is no store.
+            ValueError: The run was made by another workflow.
         """
-        from thena_nb.durable import resume
+        return run_sync(aresume(self, run_id, store=store))
 
-        return resume(self, run_id, store=store)
-
-    async def aresume(self, run_id: str, *, store: Any = None) -> Run:
+    async def aresume(self, run_id: str, *, store: RunStore | None = None) -> Run:
         """The async form of `resume`."""
-        from thena_nb.durable import aresume
-
         return await aresume(self, run_id, store=store)
+
+    def _fork(
+        self,
+        run: Run,
+        at: int,
+        *,
+        changes: Changes | None = None,
+        store: RunStore | Literal[False] | None = None,
+    ) -> Run:
+        """`run.fork(...)` with this workflow: see `Run.fork`."""
+        return run_sync(afork(self, run, at, changes=changes, store=store))
 
     def map(
         self,
@@ -199,7 +212,7 @@ class Workflow:
         store: Any = None,
         progress: bool = True,
         ray_address: str | None = None,
-    ) -> Experiment:
+    ) -> _portals.Experiment:
         """Run every input under every variant and collect the runs in an `Experiment`.
 
         Args:
@@ -212,9 +225,7 @@ class Workflow:
             progress: Show a progress bar.
             ray_address: The Ray cluster to use (a local one by default).
         """
-        from thena_nb.experiment import run_experiment
-
-        return run_experiment(
+        return _portals.run_experiment(
             self,
             inputs,
             variants=variants,
@@ -225,17 +236,13 @@ class Workflow:
             ray_address=ray_address,
         )
 
-    def stepper(self, input: str, *, state: Any = None) -> Stepper:
+    def stepper(self, input: str, *, state: Any = None) -> _portals.Stepper:
         """A `Stepper` widget over a new session of this workflow (needs ipywidgets)."""
-        from thena_nb.notebook.stepper import Stepper
-
-        return Stepper(self.session(input, state=state))
+        return _portals.stepper(self.session(input, state=state))
 
     # -- display ------------------------------------------------------------------------
 
     def _repr_html_(self) -> str:
-        from thena_nb.core import _html
-
         return _html.workflow_html(self)
 
     def __repr__(self) -> str:

@@ -8,9 +8,9 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from thena_nb.core.context import current_run
 from thena_nb.core.errors import ScriptExhaustedError
 from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.run import current_run
 from thena_nb.models.reply import ErrorReply
 from thena_nb.models.reply import text as text_reply
 

@@ -20,7 +20,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from thena_nb.core.types import Turn
 
-__all__ = ["COLUMNS", "frame_html", "stack_frames", "turn_frame"]
+__all__ = ["COLUMNS", "RUNS_COLUMNS", "frame_html", "runs_frame", "stack_frames", "turn_frame"]
 
 COLUMNS: dict[str, str] = {
     "turn": "int64",
@@ -217,3 +217,26 @@ def _frame(columns: list[tuple[Any, ...]], run_ids: list[str] | None) -> pd.Data
         else:
             data[name] = array(list(values), dtype=dtype)
     return pd.DataFrame(data, copy=False)
+
+
+RUNS_COLUMNS = (
+    "run_id",
+    "workflow",
+    "input",
+    "status",
+    "stop_reasons",
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "started_at",
+)
+"""The columns of `thena_nb.runs()`, in order."""
+
+
+def runs_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """`thena_nb.runs()`: a store's run summaries (`RunStore.list_runs`), one row per run."""
+    frame = pd.DataFrame([{c: row[c] for c in RUNS_COLUMNS} for row in rows], columns=RUNS_COLUMNS)
+    for column in ("turns", "input_tokens", "output_tokens"):
+        frame[column] = frame[column].astype("int64")
+    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
+    return frame

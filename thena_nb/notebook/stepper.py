@@ -26,11 +26,14 @@ from traitlets import Bool, Int, Unicode, link
 
 import thena_nb
 from thena_nb.core import _html
-from thena_nb.core.report import ReportNode, Run
-from thena_nb.core.session import Event, Session
+from thena_nb.core.events import Event
+from thena_nb.core.report import ReportNode
+from thena_nb.core.run import Run
+from thena_nb.core.session import Session
+from thena_nb.core.steps import LoopStep, walk
 from thena_nb.core.stopping import call_condition
 from thena_nb.core.types import Turn, TurnInfo
-from thena_nb.durable import WhatIf
+from thena_nb.core.what_if import WhatIf
 
 __all__ = ["FRAME_ROWS", "Stepper"]
 
@@ -315,10 +318,9 @@ class Stepper(widgets.VBox):
             if self._break_reasons.get(turn.index):
                 self.breakpoint_hit = turn.index
                 break
-            frame, iteration = where
-            ctx = session.context
+            path, iteration = where
             # The iteration is over once its loop has moved on or is no longer running.
-            if ctx is None or frame not in ctx._loops or frame.iteration != iteration:
+            if not any(o.path == path and o.iteration == iteration for o in session.open_loops):
                 break
             following = await session.step()
             if following is None:
@@ -374,11 +376,12 @@ class Stepper(widgets.VBox):
         """Record, as of the moment the turn ended, what later views of it need."""
         ctx = self.session.context
         view = _TurnView(ctx, turn.info) if ctx is not None else None
-        frame = ctx._loops[-1] if ctx is not None and ctx._loops else None
-        if frame is not None and turn.iteration is not None:
-            step = frame.step
-            self._limits[turn.index] = (step.max_iterations, step.max_fails)
-            self._last_loop = (frame, frame.iteration)
+        loops = self.session.open_loops
+        frame = loops[-1] if loops else None
+        step = _step_at(self.session.workflow, frame.path) if frame is not None else None
+        if frame is not None and isinstance(step, LoopStep) and turn.iteration is not None:
+            self._limits[turn.index] = (frame.max_iterations, frame.max_fails)
+            self._last_loop = (frame.path, frame.iteration)
             self._would_stop[turn.index] = _would_stop(step.until, view)
         else:
             self._last_loop = None
@@ -805,3 +808,7 @@ def _error_html(where: str, exc: BaseException) -> str:
         f"<pre class='thena-stepper-error' style='{_PRE};color:#d62728'>"
         f"{_html.escape(where)}: {_html.escape(_exception_text(exc))}</pre>"
     )
+
+
+def _step_at(workflow: Any, path: str) -> Any:
+    return next((step for p, step in walk(workflow.steps, workflow.name) if p == path), None)

@@ -7,17 +7,9 @@ import threading
 from typing import Any
 
 from thena_nb.core.errors import StoreError
-from thena_nb.core.report import ReportNode, Run
-from thena_nb.core.store import (
-    RunProgress,
-    TurnRecord,
-    final_of,
-    header_of,
-    missing_run,
-    rebuild_run,
-    summary_of,
-)
-from thena_nb.core.types import Turn
+from thena_nb.core.report import ReportNode
+from thena_nb.core.run import Run
+from thena_nb.core.store.base import TurnRecord, missing_run, rebuild_run, summary_of
 
 __all__ = ["MemoryRunStore"]
 
@@ -29,7 +21,7 @@ class MemoryRunStore:
 
     Example:
         >>> from thena_nb import Agent, Workflow
-        >>> from thena_nb.core.store import MemoryRunStore
+        >>> from thena_nb.store import MemoryRunStore
         >>> from thena_nb.models import ScriptedModel
         >>> store = MemoryRunStore()
         >>> wf = Workflow("hello", [Agent("A", model=ScriptedModel(["Hi!"]))])
@@ -41,7 +33,6 @@ class MemoryRunStore:
     def __init__(self) -> None:
         self._headers: dict[str, dict[str, Any]] = {}
         self._records: dict[str, dict[int, TurnRecord]] = {}
-        self._progress: dict[str, RunProgress] = {}
         self._lock = threading.Lock()
 
     # -- RunRecorder ----------------------------------------------------------------------
@@ -50,37 +41,32 @@ class MemoryRunStore:
         """Write the run's header; a run id already stored (a resume) keeps its turns."""
         with self._lock:
             old = self._headers.get(run.run_id)
-            header = header_of(run)
+            header = run.header()
             if old is not None:
                 header["started_at"] = old["started_at"]
             self._headers[run.run_id] = header
-            records = self._records.setdefault(run.run_id, {})
-            kept = {i: r.turn.request_key for i, r in records.items()}
-            self._progress[run.run_id] = RunProgress(kept=kept)
+            self._records.setdefault(run.run_id, {})
 
-    async def turn_recorded(self, run: Run, turn: Turn) -> None:
-        """Store the turn, its state snapshot and the new history messages."""
+    async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        """Store the turn, its state snapshot and its messages."""
+        if record.stored:
+            return
         with self._lock:
-            progress = self._progress.setdefault(run.run_id, RunProgress())
-            messages = progress.take_messages(run)
-            write, stale_from = progress.plan(turn)
             records = self._records.setdefault(run.run_id, {})
-            if stale_from is not None:
-                for i in [i for i in records if i >= stale_from]:
+            if record.drop_from is not None:
+                for i in [i for i in records if i >= record.drop_from]:
                     del records[i]
-            if write:
-                state = copy.deepcopy(run.states.get(turn.index))
-                records[turn.index] = TurnRecord(turn, state, tuple(messages))
+            state = copy.deepcopy(record.state)
+            records[record.turn.index] = TurnRecord(record.turn, state, tuple(record.messages))
 
     async def run_finished(self, run: Run) -> None:
         """Store how the run ended, with its history and report."""
         with self._lock:
-            self._progress.pop(run.run_id, None)
-            header = self._headers.setdefault(run.run_id, header_of(run))
-            final = final_of(run)
-            final["output"] = copy.deepcopy(final["output"])
-            final["state"] = copy.deepcopy(final["state"])
-            header.update(final)
+            header = self._headers.setdefault(run.run_id, run.header())
+            ending = run.ending()
+            ending["output"] = copy.deepcopy(ending["output"])
+            ending["state"] = copy.deepcopy(ending["state"])
+            header.update(ending)
             header["history"] = list(run.history)  # messages are frozen: shared safely
             header["report"] = run.report.model_dump()
             records = self._records.setdefault(run.run_id, {})
@@ -137,7 +123,6 @@ class MemoryRunStore:
         with self._lock:
             self._headers.pop(run_id, None)
             self._records.pop(run_id, None)
-            self._progress.pop(run_id, None)
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._headers)})"

@@ -18,20 +18,18 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
 from thena_nb.core.errors import StoreError
-from thena_nb.core.report import ReportNode, Run
-from thena_nb.core.store import (
+from thena_nb.core.report import ReportNode
+from thena_nb.core.run import Run
+from thena_nb.core.store.base import (
     STORE_FORMAT,
-    RunProgress,
     TurnRecord,
-    final_of,
-    header_of,
     missing_run,
     rebuild_run,
     summary_of,
@@ -116,7 +114,7 @@ class SqliteRunStore:
     Example:
         >>> from thena_nb import Agent, Workflow
         >>> import tempfile, pathlib
-        >>> from thena_nb.core.store import SqliteRunStore
+        >>> from thena_nb.store import SqliteRunStore
         >>> from thena_nb.models import ScriptedModel
         >>> wf = Workflow("hello", [Agent("A", model=ScriptedModel(["Hi!"]))])
         >>> with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +145,6 @@ class SqliteRunStore:
         self._commits = 0
         self._ready = False
         self._closed = False
-        self._progress: dict[str, RunProgress] = {}
 
     @classmethod
     @contextlib.contextmanager
@@ -181,21 +178,12 @@ class SqliteRunStore:
 
     async def run_started(self, run: Run) -> None:
         """Write the run's header; a run id already stored (a resume) keeps its turns."""
-        kept = await self._writer.run(self._write_start, header_of(run))
-        self._progress[run.run_id] = RunProgress(kept=kept)
+        await self._writer.run(self._write_start, run.header())
 
-    async def turn_recorded(self, run: Run, turn: Turn) -> None:
-        """Commit the turn, its state snapshot and the new history messages (S28)."""
-        progress = self._progress.get(run.run_id)
-        if progress is None:
-            progress = self._progress[run.run_id] = RunProgress()
-        messages = progress.take_messages(run)
-        write, stale_from = progress.plan(turn)
-        if write or stale_from is not None:
-            state = run.states.get(turn.index) if write else None
-            await self._writer.run(
-                self._write_turn, run.run_id, turn if write else None, state, messages, stale_from
-            )
+    async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        """Commit the turn, its state snapshot and its messages (S28)."""
+        if not record.stored:
+            await self._writer.run(self._write_turn, run.run_id, record)
 
     async def run_finished(self, run: Run) -> None:
         """Write how the run ended, with its history and report.
@@ -203,11 +191,10 @@ class SqliteRunStore:
         This one write is made on the calling thread: the session hands the run back to its
         caller as soon as this is called, and the stored run must be complete by then.
         """
-        self._progress.pop(run.run_id, None)
         history = _MESSAGES.dump_json(run.history).decode()
         # Through `json.dumps`, as `Run.to_json` does, so that `max_fails=inf` stays `inf`.
         report = json.dumps(run.report.model_dump(mode="json"), ensure_ascii=False)
-        self._write_finish(header_of(run), final_of(run), history, report)
+        self._write_finish(run.header(), run.ending(), len(run.turns), history, report)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -289,7 +276,7 @@ class SqliteRunStore:
 
     # -- writing (on a worker thread, under the lock) ---------------------------------------
 
-    def _write_start(self, header: dict[str, Any]) -> dict[int, str | None]:
+    def _write_start(self, header: dict[str, Any]) -> None:
         with self._writing("start a run") as conn:
             conn.execute(
                 "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at) "
@@ -307,38 +294,24 @@ class SqliteRunStore:
                     header["started_at"],
                 ),
             )
-            rows = conn.execute(
-                "SELECT idx, request_key FROM thena_turns WHERE run_id = ?", (header["run_id"],)
-            ).fetchall()
-        return {int(i): key for i, key in rows}
 
-    def _write_turn(
-        self,
-        run_id: str,
-        turn: Turn | None,
-        state: Any,
-        messages: Sequence[Message],
-        stale_from: int | None,
-    ) -> None:
-        values = None
-        if turn is not None:
-            values = (
-                run_id,
-                turn.index,
-                STORE_FORMAT,
-                turn.request_key,
-                turn.input_tokens,
-                turn.output_tokens,
-                turn.model_dump_json(),
-                json.dumps(state, ensure_ascii=False) if state is not None else None,
-                _MESSAGES.dump_json(list(messages)).decode(),
-            )
-        if stale_from is not None or values is None:
-            with self._writing(f"store turn {stale_from}") as conn:
-                if stale_from is not None:
-                    conn.execute(_DELETE_FROM, (run_id, stale_from))
-                if values is not None:
-                    conn.execute(_INSERT_TURN, values)
+    def _write_turn(self, run_id: str, record: TurnRecord) -> None:
+        turn, state = record.turn, record.state
+        values = (
+            run_id,
+            turn.index,
+            STORE_FORMAT,
+            turn.request_key,
+            turn.input_tokens,
+            turn.output_tokens,
+            turn.model_dump_json(),
+            json.dumps(state, ensure_ascii=False) if state is not None else None,
+            _MESSAGES.dump_json(list(record.messages)).decode(),
+        )
+        if record.drop_from is not None:
+            with self._writing(f"store turn {turn.index}") as conn:
+                conn.execute(_DELETE_FROM, (run_id, record.drop_from))
+                conn.execute(_INSERT_TURN, values)
             return
         # The common case, once per turn: one statement, its own transaction.
         with self._lock:
@@ -351,12 +324,11 @@ class SqliteRunStore:
                 self._commits += 1
             except sqlite3.Error as exc:
                 _rollback(conn)
-                raise StoreError(f"{self!r} cannot store turn {values[1]}: {exc}") from exc
+                raise StoreError(f"{self!r} cannot store turn {turn.index}: {exc}") from exc
 
     def _write_finish(
-        self, header: dict[str, Any], final: dict[str, Any], history: str, report: str
+        self, header: dict[str, Any], final: dict[str, Any], turns: int, history: str, report: str
     ) -> None:
-        turns = final.pop("turns")
         dumped = {name: json.dumps(final[name], ensure_ascii=False) for name in _JSON_COLUMNS}
         with self._writing("finish a run") as conn:
             conn.execute(

@@ -1,7 +1,7 @@
 """Fingerprints of model requests, and replay: reusing a recorded run's turns for free.
 
-Every turn records a `request_key`: a hash of the asking agent's configuration (model name,
-system prompt, tools, output limit) and of the history it saw. A replay reuses recorded
+Every turn records a `request_key`: a hash of the asking agent's configuration (`Agent.key`:
+model name, system prompt, tools, output limit) and of the history it saw. A replay reuses recorded
 turn `k` (its reply and its tool results, so no model call and no tool call is made) while
 the new run asks the same thing at the same step, and goes live from the first turn whose
 request differs (`run.replay_diverged_at`) or from `live_from`.
@@ -16,26 +16,14 @@ from typing import TYPE_CHECKING, Any
 from thena_nb.core.types import Message, Turn
 
 if TYPE_CHECKING:
-    from thena_nb.core.report import Run
+    from thena_nb.core.run import Run
 
-__all__ = ["HistoryHasher", "Replay", "agent_key"]
+__all__ = ["ForkReplay", "HistoryHasher", "Replay", "blake"]
 
 
-def _blake() -> Any:
+def blake() -> Any:
+    """The hash every fingerprint of a request is made with."""
     return hashlib.blake2b(digest_size=16)
-
-
-def agent_key(agent: Any) -> str:
-    """A fingerprint of what an agent sends besides the history."""
-    h = _blake()
-    model = agent.model
-    h.update(repr((agent.name, getattr(model, "name", type(model).__name__))).encode())
-    h.update(agent.system.encode())
-    h.update(repr(agent.max_tokens).encode())
-    for spec in agent._specs:
-        h.update(spec.model_dump_json().encode())
-    h.update(repr(getattr(agent.history, "__name__", agent.history)).encode())
-    return h.hexdigest()
 
 
 def _message_bytes(m: Message) -> bytes:
@@ -54,7 +42,7 @@ class HistoryHasher:
     __slots__ = ("_h", "length")
 
     def __init__(self) -> None:
-        self._h = _blake()
+        self._h = blake()
         self.length = 0
 
     def request_key(self, history: Sequence[Message], agent_key: str) -> str:
@@ -128,3 +116,42 @@ class Replay:
     def state_after(self, index: int) -> Any:
         """The recorded state snapshot after turn `index`, if one was kept."""
         return self._states.get(index)
+
+
+class ForkReplay(Replay):
+    """Serve turns `0..at-1` by step path alone: a fork changes the workflow on purpose.
+
+    A plain replay also compares each request's key, so a changed prompt would replay
+    nothing; a fork keeps the recorded turns before `at` whatever they asked.
+    """
+
+    def __init__(self, recorded: Run, at: int) -> None:
+        super().__init__(recorded, live_from=at)
+        self._before = {t.index: t for t in recorded.turns if t.index < at}
+        self._branch_paths = {t.step_path for t in recorded.turns if t.branch is not None}
+        self._branches: dict[str, list[Turn]] = {}
+        for t in recorded.turns:
+            if t.branch is not None and t.index < at:
+                self._branches.setdefault(t.step_path, []).append(t)
+
+    def lookup(
+        self, index: int, path: str, request_key: str, *, in_branch: bool = False
+    ) -> Turn | None:
+        if self.diverged_at is not None:
+            return None
+        if in_branch:
+            queue = self._branches.get(path)
+            if queue:
+                return queue.pop(0)
+            if path not in self._branch_paths:
+                self.diverged_at = index
+            return None
+        if self.live_from is not None and index >= self.live_from:
+            return None
+        turn = self._before.get(index)
+        if turn is None:
+            return None
+        if turn.step_path != path:
+            self.diverged_at = index
+            return None
+        return turn

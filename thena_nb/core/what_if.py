@@ -1,13 +1,8 @@
-"""Durable runs: load stored runs, list them, fork and resume them, and ask what-if questions.
-
-These are the helpers behind `Run.load`, `run.fork`, `run.what_if`, `wf.resume` and
-`thena_nb.runs()`. Runs are kept by a run store (`thena_nb.core.store`) as they happen, one
-turn at a time (S28), so a run that crashed can be loaded and resumed, and any run can be
-replayed (no model call, no tool call) or forked at a turn with some of the workflow changed.
+"""What-if: where each loop would have stopped under another `until`, from the recorded
+turns alone (no model call).
 
 Example:
     >>> from thena_nb import Agent, Workflow, loop, max_tool_calls, tool, until_answered
-    >>> from thena_nb.core.store import MemoryRunStore
     >>> from thena_nb.models import ScriptedModel, reply
     >>> @tool
     ... def add(a: int, b: int) -> int:
@@ -15,12 +10,7 @@ Example:
     ...     return a + b
     >>> calc = Agent("Calc", model=ScriptedModel([reply.tool("add", a=2, b=2), "4"]),
     ...              tools=[add])
-    >>> wf = Workflow("sums", [loop(steps=[calc], until=until_answered)])
-    >>> store = MemoryRunStore()
-    >>> run = wf.run("What is 2 + 2?", store=store)
-    >>> again = load_run(run.run_id, store=store)
-    >>> [t.info.called_tool for t in again.turns], again.stop_reasons
-    ([True, False], {'sums/0.loop': 'until'})
+    >>> run = Workflow("sums", [loop(steps=[calc], until=until_answered)]).run("go", store=False)
     >>> what_if(run, max_tool_calls(1))
     {'sums/0.loop': WhatIf(iteration=1, stop_reason='until')}
 """
@@ -33,222 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from thena_nb.core._aio import run_sync
-from thena_nb.core.changes import Changes, apply_changes
-from thena_nb.core.errors import StoreError
-from thena_nb.core.replay import Replay
-from thena_nb.core.report import ReportNode, Run
-from thena_nb.core.session import Session
-from thena_nb.core.steps import LoopStep
+from thena_nb.core.report import ReportNode
+from thena_nb.core.steps import LoopStep, walk
 from thena_nb.core.stopping import call_condition
-from thena_nb.core.store import RunStore, default_store, resolve_store
 from thena_nb.core.types import HistoryView, LoopStopReason, Message, Turn, TurnInfo, Usage
-from thena_nb.core.workflow import Workflow
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from thena_nb.core.run import Run
 
-__all__ = [
-    "RUNS_COLUMNS",
-    "RecordedContext",
-    "WhatIf",
-    "afork",
-    "aresume",
-    "fork",
-    "load_run",
-    "resume",
-    "runs",
-    "what_if",
-    "what_if_context",
-]
-
-RUNS_COLUMNS = (
-    "run_id",
-    "workflow",
-    "input",
-    "status",
-    "stop_reasons",
-    "turns",
-    "input_tokens",
-    "output_tokens",
-    "started_at",
-)
-"""The columns of `runs()`, in order."""
-
-
-# -- loading and listing ---------------------------------------------------------------------
-
-
-def load_run(run_id: str, *, store: RunStore | None = None) -> Run:
-    """A stored run, rebuilt; `run.workflow` is `None` (pass a workflow to fork it).
-
-    Args:
-        run_id: The run's id (`run.run_id`, or a row of `runs()`).
-        store: The store to read; the default store when not given.
-
-    Raises:
-        StoreError: No run `run_id` is stored, or there is no store.
-    """
-    return _store(store).load(run_id)
-
-
-def runs(*, store: RunStore | None = None) -> pd.DataFrame:
-    """The stored runs as a pandas DataFrame, one row per run, in the order they started.
-
-    Columns: `run_id`, `workflow`, `input`, `status`, `stop_reasons` (a dict of loop path to
-    stop reason), `turns`, `input_tokens`, `output_tokens`, `started_at` (UTC).
-
-    Args:
-        store: The store to list; the default store when not given.
-    """
-    import pandas as pd
-
-    rows = _store(store).list_runs()
-    frame = pd.DataFrame([{c: row[c] for c in RUNS_COLUMNS} for row in rows], columns=RUNS_COLUMNS)
-    for column in ("turns", "input_tokens", "output_tokens"):
-        frame[column] = frame[column].astype("int64")
-    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
-    return frame
-
-
-def _store(store: RunStore | None) -> RunStore:
-    found = store if store is not None else default_store()
-    if found is None:
-        raise StoreError(
-            "there is no run store: THENA_NB_STORE is 'off'. Pass `store=`, or point "
-            "THENA_NB_STORE at a file."
-        )
-    return found
-
-
-# -- fork and resume -------------------------------------------------------------------------
-
-
-def fork(
-    run: Run,
-    at: int,
-    *,
-    changes: Changes | None = None,
-    workflow: Workflow | None = None,
-    store: RunStore | Literal[False] | None = None,
-) -> Run:
-    """A new run that reuses `run`'s turns `0..at-1` and runs turn `at` onward live.
-
-    The reused turns make no model call and no tool call, even where `changes` alter what
-    they would have asked: the fork keeps what happened before `at`, then goes on with the
-    changed workflow. A reused turn is matched by its step path; where the changed workflow
-    takes another path before `at`, the fork goes live there (`run.replay_diverged_at`).
-
-    Args:
-        run: The recorded run.
-        at: The first turn index to run live (`0 <= at <= len(run.turns)`).
-        changes: Changes to apply to the workflow (see `apply_changes`).
-        workflow: The workflow to run; by default the run's own. A run loaded from a store
-            has none, so it must be given.
-        store: Where the new run is kept (a store, `False` for none, `None` for the
-            default store).
-
-    Raises:
-        ValueError: `at` is out of range, or there is no workflow to run.
-    """
-    return run_sync(afork(run, at, changes=changes, workflow=workflow, store=store))
-
-
-async def afork(
-    run: Run,
-    at: int,
-    *,
-    changes: Changes | None = None,
-    workflow: Workflow | None = None,
-    store: RunStore | Literal[False] | None = None,
-) -> Run:
-    """The async form of `fork`."""
-    wf = workflow if workflow is not None else run.workflow
-    if wf is None:
-        raise ValueError(
-            f"run {run.run_id!r} has no workflow (it was loaded from a store); pass "
-            f"`workflow=` to fork it"
-        )
-    if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= len(run.turns):
-        raise ValueError(f"`at` must be a turn index from 0 to {len(run.turns)}, got {at!r}")
-    wf = apply_changes(wf, changes)
-    session = Session(wf, run.input, replay=_ForkReplay(run, at), recorder=resolve_store(store))
-    return await session.run()
-
-
-class _ForkReplay(Replay):
-    """Serve turns `0..at-1` by step path alone: a fork changes the workflow on purpose.
-
-    A plain replay also compares each request's key, so a changed prompt would replay
-    nothing; a fork keeps the recorded turns before `at` whatever they asked.
-    """
-
-    def __init__(self, recorded: Run, at: int) -> None:
-        super().__init__(recorded, live_from=at)
-        self._before = {t.index: t for t in recorded.turns if t.index < at}
-        self._branch_paths = {t.step_path for t in recorded.turns if t.branch is not None}
-        self._branches: dict[str, list[Turn]] = {}
-        for t in recorded.turns:
-            if t.branch is not None and t.index < at:
-                self._branches.setdefault(t.step_path, []).append(t)
-
-    def lookup(
-        self, index: int, path: str, request_key: str, *, in_branch: bool = False
-    ) -> Turn | None:
-        if self.diverged_at is not None:
-            return None
-        if in_branch:
-            queue = self._branches.get(path)
-            if queue:
-                return queue.pop(0)
-            if path not in self._branch_paths:
-                self.diverged_at = index
-            return None
-        if self.live_from is not None and index >= self.live_from:
-            return None
-        turn = self._before.get(index)
-        if turn is None:
-            return None
-        if turn.step_path != path:
-            self.diverged_at = index
-            return None
-        return turn
-
-
-def resume(workflow: Workflow, run_id: str, *, store: RunStore | None = None) -> Run:
-    """Finish a stored run that stopped early (an error, a killed process), under its own id.
-
-    The stored turns are replayed (no model call, no tool call) while the workflow asks the
-    same things, and the rest runs live; the stored run is then the complete one. The
-    store keeps the replayed turns as they first happened; in the returned `Run` they are
-    marked `replayed`.
-
-    Args:
-        workflow: The workflow that made the run (rebuilt the same way in a new process).
-        run_id: The stored run's id.
-        store: The store holding the run, where the resumed run is kept too; the default
-            store when not given.
-
-    Raises:
-        StoreError: The run is not in the store.
-        ValueError: The run was made by another workflow.
-    """
-    return run_sync(aresume(workflow, run_id, store=store))
-
-
-async def aresume(workflow: Workflow, run_id: str, *, store: RunStore | None = None) -> Run:
-    """The async form of `resume`."""
-    source = _store(store)
-    recorded = source.load(run_id)
-    if recorded.workflow_name != workflow.name:
-        raise ValueError(
-            f"run {run_id!r} was made by workflow {recorded.workflow_name!r}, not "
-            f"{workflow.name!r}; resume it with that workflow"
-        )
-    return await workflow.arun(recorded.input, replay=recorded, run_id=run_id, store=source)
-
-
-# -- what-if ---------------------------------------------------------------------------------
+__all__ = ["RecordedContext", "WhatIf", "what_if", "what_if_context"]
 
 
 class WhatIf(BaseModel):
@@ -468,16 +251,8 @@ def _loop_width(run: Run, node: ReportNode) -> int | None:
     return None
 
 
-def _step_at(workflow: Workflow, path: str) -> Any:
-    steps: Sequence[Any] = workflow.steps
-    step: Any = None
-    for part in path.split("/")[1:]:
-        position, _, _ = part.partition(".")
-        if not position.isdigit() or int(position) >= len(steps):
-            return None
-        step = steps[int(position)]
-        steps = getattr(step, "steps", ())
-    return step
+def _step_at(workflow: Any, path: str) -> Any:
+    return next((step for p, step in walk(workflow.steps, workflow.name) if p == path), None)
 
 
 def _ancestors(root: ReportNode, target: ReportNode) -> list[ReportNode]:

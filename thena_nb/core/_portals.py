@@ -1,0 +1,95 @@
+"""The only imports in the core that run upward, all of them lazy.
+
+The core is the ground floor: it needs neither pandas, matplotlib, IPython nor ipywidgets,
+and `import thena_nb` loads none of them, nor `sqlite3`. A few core methods hand work to a
+floor above (`run.frame()` to the notebook layer, `wf.map()` to experiments, the default
+store to the SQLite store). Each such hand-off is one small function here that imports what
+it needs when it is first called, so the way up is in one place and nothing below imports
+it at load time. No other module of `thena_nb.core` imports inside a function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from thena_nb.core.errors import StoreError
+
+if TYPE_CHECKING:
+    from thena_nb.core.report import ReportNode
+    from thena_nb.core.run import Run
+    from thena_nb.core.session import Session
+    from thena_nb.core.store.base import RunStore
+    from thena_nb.core.types import Turn
+    from thena_nb.experiment import Experiment
+    from thena_nb.notebook.stepper import Stepper
+
+__all__ = [
+    "Experiment",
+    "Stepper",
+    "default_store",
+    "failure_chart",
+    "require_store",
+    "run_experiment",
+    "run_html",
+    "stepper",
+    "turn_frame",
+]
+
+
+def turn_frame(turns: Sequence[Turn]) -> Any:
+    """`run.frame()`: the turns as a pandas DataFrame (notebook layer)."""
+    from thena_nb.notebook.frames import turn_frame as frame
+
+    return frame(turns)
+
+
+def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Any:
+    """`run.failure_chart()`: a matplotlib Figure (notebook layer)."""
+    from thena_nb.notebook.charts import failure_chart as chart
+
+    return chart(turns, loops)
+
+
+def run_html(run: Run) -> str:
+    """`Run._repr_html_`: with the turn table and the chart when pandas and matplotlib are
+    there, the standard-library view otherwise (notebook layer)."""
+    from thena_nb.notebook.display import run_html as html
+
+    return html(run)
+
+
+def stepper(session: Session) -> Stepper:
+    """`wf.stepper(input)`: the Stepper widget over a session (notebook layer)."""
+    from thena_nb.notebook.stepper import Stepper
+
+    return Stepper(session)
+
+
+def run_experiment(*args: Any, **kwargs: Any) -> Experiment:
+    """`wf.map(...)`: an experiment over inputs and variants (the experiments package)."""
+    from thena_nb.experiment import run_experiment as run
+
+    return run(*args, **kwargs)
+
+
+def default_store() -> RunStore | None:
+    """The default run store (its module loads `sqlite3`), or `None` when it is off."""
+    from thena_nb.store import default_store as store
+
+    return store()
+
+
+def require_store(store: RunStore | None) -> RunStore:
+    """`store`, or the default store when it is `None`.
+
+    Raises:
+        StoreError: There is no store: `THENA_NB_STORE` is off and none was given.
+    """
+    found = store if store is not None else default_store()
+    if found is None:
+        raise StoreError(
+            "there is no run store: THENA_NB_STORE is 'off'. Pass `store=`, or point "
+            "THENA_NB_STORE at a file."
+        )
+    return found

@@ -1,0 +1,180 @@
+"""The engine's state while a run runs: run-wide control, and where each step stands.
+
+None of this is for users: steps, tools and stop conditions see the run through `Context`,
+a read-mostly view of a `Position`. The executor and the turn pass positions around and
+never reach into a context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from thena_nb.core._replay import HistoryHasher, Replay
+from thena_nb.core.context import Context
+from thena_nb.core.events import Event
+from thena_nb.core.store.base import RunRecorder, TurnRecord
+from thena_nb.core.types import Budget, Message, RetryPolicy, Turn
+
+if TYPE_CHECKING:
+    from thena_nb.core.report import ReportNode
+    from thena_nb.core.run import Run
+    from thena_nb.core.steps import LoopStep
+
+__all__ = ["LoopFrame", "PausePoint", "Position", "RunControl", "Scope"]
+
+PausePoint = Literal["model", "tools"]
+"""Where a session can pause inside a turn: before its model call, or before its tools."""
+
+
+@dataclass(eq=False)
+class LoopFrame:
+    """The running state of one loop: its counters and its own turns."""
+
+    step: LoopStep
+    node: ReportNode
+    path: str
+    iteration: int = 0
+    consecutive: int = 0
+    total: int = 0
+    tool_calls: int = 0
+    turns: list[Turn] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Scope:
+    """Where turns and messages are recorded: the run itself, or one parallel branch.
+
+    A branch starts from copies of its parent's history and turns (S3) and adds its own
+    after `base_turns` / `base_messages`; the block merges them back in declaration order.
+    """
+
+    history: list[Message]
+    turns: list[Turn]
+    base_turns: int = 0
+    base_messages: int = 0
+    branch: int | None = None
+    """The 0-based position in the innermost parallel block; `None` for the run itself."""
+    hasher: HistoryHasher = field(default_factory=HistoryHasher)
+    """The running fingerprint of `history`, for request keys."""
+    added: list[Sequence[Message]] = field(default_factory=list)
+    """A branch's own turns' messages, one entry per turn, kept until the block merges."""
+
+
+class RunControl:
+    """Run-wide state shared by every position of one run: the stop flag, budget, retries,
+    replay, the recorder, event subscribers and the session's pause points."""
+
+    __slots__ = (
+        "budget",
+        "checkpoint",
+        "kept",
+        "on_turn",
+        "pause_before_tools",
+        "recorder",
+        "replay",
+        "retry",
+        "run",
+        "stop_requested",
+        "subscribers",
+    )
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        budget: Budget | None,
+        retry: RetryPolicy,
+        checkpoint: Callable[[PausePoint], Awaitable[None]] | None = None,
+        replay: Replay | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> None:
+        self.run = run
+        self.replay = replay
+        self.recorder = recorder
+        self.budget = budget
+        self.retry = retry
+        self.checkpoint = checkpoint
+        self.pause_before_tools = False
+        self.stop_requested = False
+        self.subscribers: list[Callable[[Event], Any]] = []
+        self.on_turn: list[Callable[[Turn], Any]] = []
+        # A resume replays a stored run under its own id: the turns it reuses unchanged are
+        # stored already. The first turn that differs makes the stored ones from there stale.
+        resuming = replay is not None and replay.recorded.run_id == run.run_id
+        self.kept: dict[int, str | None] | None = (
+            {t.index: t.request_key for t in replay.recorded.turns}
+            if resuming and replay is not None
+            else None
+        )
+
+    def emit(self, event: Event) -> None:
+        for fn in list(self.subscribers):
+            fn(event)
+
+    async def record(self, turn: Turn, state: Any, messages: Sequence[Message]) -> None:
+        """A turn has joined the run: snapshot the state, tell listeners, persist it (S28)."""
+        run = self.run
+        if isinstance(state, BaseModel):
+            run.states[turn.index] = state.model_dump(mode="json")
+        elif isinstance(state, dict):
+            run.states[turn.index] = dict(state)
+        for hook in self.on_turn:
+            hook(turn)
+        if self.recorder is not None:
+            stored, drop_from = self._plan(turn)
+            record = TurnRecord(
+                turn, run.states.get(turn.index), tuple(messages), stored, drop_from
+            )
+            await self.recorder.turn_recorded(run, record)
+
+    def _plan(self, turn: Turn) -> tuple[bool, int | None]:
+        """Whether the store has `turn` already, and from which index stored turns are stale."""
+        kept = self.kept
+        if not kept:
+            return False, None
+        index = turn.index
+        if turn.replayed and kept.get(index, "") == turn.request_key:
+            return True, None
+        stale = any(i >= index for i in kept)
+        self.kept = None  # from here on the resume has gone live: nothing stored is reused
+        return False, (index if stale else None)
+
+
+class Position:
+    """Where one line of execution stands: the run, its scope, its open loops, its context.
+
+    The top level has one position; each parallel branch gets its own (`branch`).
+    """
+
+    __slots__ = ("control", "ctx", "loops", "scope")
+
+    def __init__(
+        self,
+        control: RunControl,
+        scope: Scope,
+        *,
+        state: Any = None,
+        loops: list[LoopFrame] | None = None,
+    ) -> None:
+        self.control = control
+        self.scope = scope
+        self.loops: list[LoopFrame] = loops if loops is not None else []
+        self.ctx = Context(self, state=state)
+
+    @property
+    def top_level(self) -> bool:
+        """Not inside a parallel branch: turns are recorded (and a session may pause) here."""
+        return self.scope.branch is None
+
+    def branch(self, scope: Scope) -> Position:
+        """A position for one parallel branch: same run, state and loops, its own scope."""
+        child = Position(self.control, scope, state=self.ctx.state, loops=list(self.loops))
+        ctx, parent = child.ctx, self.ctx
+        ctx.output = parent.output
+        ctx.turn = parent.turn
+        ctx.last_loop_stop_reason = parent.last_loop_stop_reason
+        return child

@@ -1,0 +1,252 @@
+"""`Run`: one run of a workflow, readable at any moment, and its one JSON serialisation."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from thena_nb.core import _portals
+from thena_nb.core.report import ReportNode
+from thena_nb.core.types import LoopStopReason, Message, RunStatus, Turn, TurnInfo, Usage
+from thena_nb.core.what_if import WhatIf, what_if
+
+__all__ = ["RUN_FORMAT", "Run", "current_run", "current_run_id", "json_state", "jsonable"]
+
+RUN_FORMAT = 1
+"""The version of the JSON a `Run` is written as."""
+
+_current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
+    "thena_nb_run", default=None
+)
+
+
+def current_run() -> Run | None:
+    """The run being executed in this task, or `None` outside a run.
+
+    Offline models key their position on it, so that every run starts its script again.
+    """
+    return _current_run.get()
+
+
+def current_run_id() -> str | None:
+    """The id of the run being executed in this task, or `None` outside a run."""
+    run = _current_run.get()
+    return run.run_id if run is not None else None
+
+
+def jsonable(value: Any) -> bool:
+    """Whether `json.dumps` can write `value`."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def json_state(state: Any) -> Any:
+    """A workflow state as JSON data: a pydantic model dumped, a dict as it is, else `None`."""
+    if isinstance(state, BaseModel):
+        return state.model_dump(mode="json")
+    return state if jsonable(state) else None
+
+
+class Run:
+    """One run of a workflow: its turns, history, report tree, usage and outcome.
+
+    A `Run` is readable at any moment (`session.result`); it is complete once `status` is
+    no longer `"running"`.
+
+    Example:
+        >>> from thena_nb import Agent, Workflow
+        >>> from thena_nb.models import ScriptedModel
+        >>> wf = Workflow("hello", [Agent("Greeter", model=ScriptedModel(["Hello!"]))])
+        >>> run = wf.run("hi")
+        >>> run.status, run.output, len(run.turns)
+        ('finished', 'Hello!', 1)
+    """
+
+    def __init__(
+        self,
+        *,
+        workflow_name: str,
+        input: str,
+        run_id: str | None = None,
+        state: Any = None,
+    ) -> None:
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.workflow_name = workflow_name
+        self.input = input
+        self.output: Any = None
+        self.state = state
+        self.status: RunStatus = "running"
+        self.error: str | None = None
+        self.history: list[Message] = [Message(role="user", content=input)]
+        self.turns: list[Turn] = []
+        self.report = ReportNode(kind="workflow", name=workflow_name, path=workflow_name)
+        self.usage = Usage()
+        self.started_at = datetime.now(UTC)
+        self.finished_at: datetime | None = None
+        self.replay_diverged_at: int | None = None
+        self.states: dict[int, Any] = {}
+        """The state after each turn (JSON-ready), when the workflow has state; replay and
+        resume restore it."""
+        self.workflow: Any = None
+        """The `Workflow` that made this run (not serialised)."""
+
+    @property
+    def turn_infos(self) -> list[TurnInfo]:
+        """The `TurnInfo` of every turn, in order."""
+        return [t.info for t in self.turns]
+
+    @property
+    def loops(self) -> list[ReportNode]:
+        """Every loop node of the report, in pre-order."""
+        return [n for n in self.report.walk() if n.kind == "loop"]
+
+    @property
+    def stop_reasons(self) -> dict[str, LoopStopReason | None]:
+        """Each loop's stop reason, by step path (the last run of each loop wins)."""
+        return {n.path: n.stop_reason for n in self.loops}
+
+    def frame(self) -> Any:
+        """The turns as a pandas DataFrame, one row per turn (needs pandas)."""
+        return _portals.turn_frame(self.turns)
+
+    def failure_chart(self) -> Any:
+        """A matplotlib Figure of each loop's consecutive-failure streak (needs matplotlib)."""
+        return _portals.failure_chart(self.turns, self.loops)
+
+    @classmethod
+    def load(cls, run_id: str, *, store: Any = None) -> Run:
+        """Load a stored run (from the default store unless `store` is given).
+
+        A run loaded from a store has no `workflow`; pass one to `fork`.
+
+        Raises:
+            StoreError: No run `run_id` is stored, or there is no store.
+        """
+        return _portals.require_store(store).load(run_id)
+
+    def fork(
+        self,
+        at: int,
+        *,
+        changes: Mapping[str, Mapping[str, Any]] | None = None,
+        workflow: Any = None,
+        store: Any = None,
+    ) -> Run:
+        """A new run that reuses turns `0..at-1` of this one and runs turn `at` onward live,
+        with `changes` applied to the workflow.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow, loop, tool, until_answered
+            >>> from thena_nb.models import ScriptedModel, reply
+            >>> model = ScriptedModel([reply.tool("add", a=1, b=1)] * 3 + ["done"])
+            >>> calc = Agent("Calc", model=model, tools=[tool(lambda a, b: a + b, name="add")])
+            >>> wf = Workflow("sums", [loop(steps=[calc], until=until_answered)])
+            >>> run = wf.run("go", store=False)
+            >>> brief = {"Calc": {"model": ScriptedModel(["Two."]), "system": "Be brief."}}
+            >>> forked = run.fork(2, changes=brief, store=False)
+            >>> [t.replayed for t in forked.turns], forked.output
+            ([True, True, False], 'Two.')
+        """
+        wf = workflow if workflow is not None else self.workflow
+        if wf is None:
+            raise ValueError(
+                f"run {self.run_id!r} has no workflow (it was loaded from a store); pass "
+                f"`workflow=` to fork it"
+            )
+        # The workflow carries out the fork: it sits above the run, which holds it.
+        return wf._fork(self, at, changes=changes, store=store)
+
+    def what_if(self, until: Callable[..., Any]) -> dict[str, WhatIf]:
+        """Where each loop would have stopped under another `until`, from the recorded turns
+        alone (no model call): `{loop_path: WhatIf(iteration, stop_reason)}`."""
+        return what_if(self, until)
+
+    def header(self) -> dict[str, Any]:
+        """What is known of the run when it starts, JSON-ready (what a store writes first)."""
+        return {
+            "run_id": self.run_id,
+            "workflow": self.workflow_name,
+            "input": self.input,
+            "status": self.status,
+            "started_at": self.started_at.isoformat(),
+        }
+
+    def ending(self) -> dict[str, Any]:
+        """How the run ended, JSON-ready: the one serialisation of a run's outcome, used by
+        `to_json` and by every store. An output that JSON cannot hold is kept as its repr,
+        a state as `None`."""
+        return {
+            "status": self.status,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "error": self.error,
+            "usage": self.usage.model_dump(mode="json"),
+            "stop_reasons": self.stop_reasons,
+            "output": self.output if jsonable(self.output) else repr(self.output),
+            "state": json_state(self.state),
+            "replay_diverged_at": self.replay_diverged_at,
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """The run as JSON text; `Run.from_json` reads it back."""
+        header, ending = self.header(), self.ending()
+        data = {
+            "format": RUN_FORMAT,
+            "run_id": self.run_id,
+            "workflow_name": self.workflow_name,
+            "input": self.input,
+            "output": ending["output"],
+            "state": ending["state"],
+            "status": self.status,
+            "error": self.error,
+            "history": [m.model_dump(mode="json") for m in self.history],
+            "turns": [t.model_dump(mode="json") for t in self.turns],
+            "report": self.report.model_dump(mode="json"),
+            "usage": ending["usage"],
+            "started_at": header["started_at"],
+            "finished_at": ending["finished_at"],
+            "replay_diverged_at": self.replay_diverged_at,
+            "states": {str(k): v for k, v in self.states.items()},
+        }
+        return json.dumps(data, indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, state_type: type[BaseModel] | None = None) -> Run:
+        """Read a run written by `to_json`; the state comes back as a dict unless
+        `state_type` is given."""
+        data = json.loads(text)
+        run = cls(workflow_name=data["workflow_name"], input=data["input"], run_id=data["run_id"])
+        state = data.get("state")
+        run.state = state_type.model_validate(state) if state_type and state is not None else state
+        run.output = data.get("output")
+        run.status = data["status"]
+        run.error = data.get("error")
+        run.history = [Message.model_validate(m) for m in data["history"]]
+        run.turns = [Turn.model_validate(t) for t in data["turns"]]
+        run.report = ReportNode.model_validate(data["report"])
+        run.usage = Usage.model_validate(data["usage"])
+        run.started_at = datetime.fromisoformat(data["started_at"])
+        finished = data.get("finished_at")
+        run.finished_at = datetime.fromisoformat(finished) if finished else None
+        run.replay_diverged_at = data.get("replay_diverged_at")
+        run.states = {int(k): v for k, v in (data.get("states") or {}).items()}
+        return run
+
+    def _repr_html_(self) -> str:
+        return _portals.run_html(self)
+
+    def __repr__(self) -> str:
+        reasons = ", ".join(f"{r}" for r in self.stop_reasons.values() if r)
+        extra = f", stop_reasons=[{reasons}]" if reasons else ""
+        return (
+            f"Run({self.workflow_name!r}, status={self.status!r}, turns={len(self.turns)}"
+            f"{extra}, run_id={self.run_id!r})"
+        )
