@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.store import default as store_module
 from thena_nb.core.errors import StoreError
+from thena_nb.core.store import default as store_module
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import SqliteRunStore, default_store, default_store_path
 
