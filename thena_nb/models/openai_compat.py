@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
 from urllib.parse import urlsplit, urlunsplit
 
 from thena_nb.core.errors import ModelError, TransientModelError
@@ -531,7 +531,16 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     return {INVALID_ARGUMENTS_KEY: raw}
 
 
-def _usage(usage: Any) -> dict[str, int]:
+class _Usage(TypedDict, total=False):
+    """The token counts of a `Reply`, as keyword arguments."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+def _usage(usage: Any) -> _Usage:
     if usage is None:
         return {}
     details = getattr(usage, "prompt_tokens_details", None)
