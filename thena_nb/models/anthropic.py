@@ -429,32 +429,26 @@ def _pair_tool_blocks(messages: list[tuple[Role, list[Block]]]) -> None:
     for index, (role, blocks) in enumerate(messages):
         if role == "user":
             previous = messages[index - 1][1] if index > 0 else []
-            _keep_answering_results(blocks, previous)
+            asked = _ids(previous, "tool_use", "id")
+            _unpaired_to_text(blocks, "tool_result", "tool_use_id", asked, _orphan_result)
+            blocks.sort(key=lambda block: block["type"] != "tool_result")  # stable: results first
     for index, (role, blocks) in enumerate(messages):
         if role == "assistant":
             following = messages[index + 1][1] if index + 1 < len(messages) else []
-            _keep_answered_uses(blocks, following)
+            answered = _ids(following, "tool_result", "tool_use_id")
+            _unpaired_to_text(blocks, "tool_use", "id", answered, _unanswered_use)
 
 
-def _keep_answering_results(blocks: list[Block], previous: list[Block]) -> None:
-    """Results of calls the previous message did not make become text; results go first."""
-    asked = {block["id"] for block in previous if block["type"] == "tool_use"}
+def _ids(blocks: list[Block], kind: str, key: str) -> set[str]:
+    return {block[key] for block in blocks if block["type"] == kind}
+
+
+def _unpaired_to_text(
+    blocks: list[Block], kind: str, key: str, partners: set[str], to_text: Callable[[Block], Block]
+) -> None:
+    """Blocks of `kind` whose `key` is not among `partners` become text, in place."""
     blocks[:] = [
-        _orphan_result(block)
-        if block["type"] == "tool_result" and block["tool_use_id"] not in asked
-        else block
-        for block in blocks
-    ]
-    blocks.sort(key=lambda block: block["type"] != "tool_result")  # stable: results first
-
-
-def _keep_answered_uses(blocks: list[Block], following: list[Block]) -> None:
-    """Calls the following message does not answer become text."""
-    answered = {block["tool_use_id"] for block in following if block["type"] == "tool_result"}
-    blocks[:] = [
-        _unanswered_use(block)
-        if block["type"] == "tool_use" and block["id"] not in answered
-        else block
+        to_text(block) if block["type"] == kind and block[key] not in partners else block
         for block in blocks
     ]
 
