@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 try:
@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - older SDKs
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
-from thena_nb.models._retry import retry_after_seconds, transient_status
+from thena_nb.models._retry import status_error, transient_status
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -220,21 +220,21 @@ class AnthropicModel:
             status = _ERROR_TYPE_STATUS.get(str(error_type), 500)
         kind = f" ({error_type})" if error_type else ""
         text = f"{where}: the Anthropic API answered {status}{kind}: {api_message}"
-        should_retry = exc.response.headers.get("x-should-retry")
-        if should_retry in ("true", "false"):
-            transient = should_retry == "true"
-        else:
-            transient = transient_status(status)
-        if transient:
-            return TransientModelError(
-                text,
-                retry_after=retry_after_seconds(exc.response.headers),
-                model_name=self.name,
-                status_code=status,
-            )
-        if status in _HINTS:
+        headers = exc.response.headers
+        transient = _worth_retrying(headers, status)
+        if not transient and status in _HINTS:
             text = f"{text.rstrip('.')}.{_HINTS[status]}"
-        return ModelError(text, model_name=self.name, status_code=status)
+        return status_error(
+            text, status=status, model_name=self.name, headers=headers, transient=transient
+        )
+
+
+def _worth_retrying(headers: Mapping[str, str], status: int) -> bool:
+    # The API says in `x-should-retry` whether a failed request is worth sending again.
+    should_retry = headers.get("x-should-retry")
+    if should_retry in ("true", "false"):
+        return should_retry == "true"
+    return transient_status(status)
 
 
 class _IncompleteStream(Exception):

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.types import Message, ToolCall
-from thena_nb.models._retry import retry_after_seconds, transient_status
+from thena_nb.models._retry import status_error
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -297,20 +297,15 @@ class OpenAICompatModel:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             text = self._scrub(f"{where}: HTTP {status}: {_server_message(exc)}")
-            if transient_status(status):
-                retry_after = retry_after_seconds(exc.response.headers)
-                return TransientModelError(
-                    text, retry_after=retry_after, model_name=self.name, status_code=status
-                )
-            return ModelError(text, model_name=self.name, status_code=status)
+            return status_error(
+                text, status=status, model_name=self.name, headers=exc.response.headers
+            )
         if isinstance(exc, openai.APIError):
             # An error event inside a stream: no HTTP status, maybe a code in the body.
             code = exc.body.get("code") if isinstance(exc.body, Mapping) else None
             stream_status = code if isinstance(code, int) else None
             text = self._scrub(f"{where}: error in the stream: {_server_message(exc)}")
-            if stream_status is not None and transient_status(stream_status):
-                return TransientModelError(text, model_name=self.name, status_code=stream_status)
-            return ModelError(text, model_name=self.name, status_code=stream_status)
+            return status_error(text, status=stream_status, model_name=self.name)
         return ModelError(
             self._scrub(f"{where}: {type(exc).__name__}: {exc}"), model_name=self.name
         )
