@@ -12,7 +12,9 @@ import math
 import time
 from collections.abc import Mapping
 
-__all__ = ["TRANSIENT_STATUSES", "retry_after_seconds", "transient_status"]
+from thena_nb.core.errors import ModelError, TransientModelError
+
+__all__ = ["TRANSIENT_STATUSES", "retry_after_seconds", "status_error", "transient_status"]
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 """4xx statuses worth retrying: request timeout, lock conflict, rate limit (every 5xx is too)."""
@@ -34,6 +36,40 @@ def transient_status(status: int) -> bool:
         `True` when the same request may succeed if sent again later.
     """
     return status in TRANSIENT_STATUSES or 500 <= status <= 599
+
+
+def status_error(
+    text: str,
+    *,
+    status: int | None,
+    model_name: str,
+    headers: Mapping[str, str] | None = None,
+    transient: bool | None = None,
+) -> ModelError:
+    """The error for a model call the API answered with an error status.
+
+    Args:
+        text: The error message.
+        status: The HTTP status, or `None` when the API gave none (an error inside a stream).
+        model_name: The model that failed.
+        headers: The response headers, for the wait the server asked for.
+        transient: Whether the call is worth retrying, when the API said so itself; by
+            default `transient_status(status)` decides.
+
+    Returns:
+        A `TransientModelError` with the server's `retry_after` when the call is worth
+        retrying, else a final `ModelError`; both carry the status.
+    """
+    if transient is None:
+        transient = status is not None and transient_status(status)
+    if transient:
+        return TransientModelError(
+            text,
+            retry_after=retry_after_seconds(headers),
+            model_name=model_name,
+            status_code=status,
+        )
+    return ModelError(text, model_name=model_name, status_code=status)
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

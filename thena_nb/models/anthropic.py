@@ -13,6 +13,9 @@ between one user and one assistant. `request_params` bridges the two:
   without its result (or a result without its call) becomes text, and a continuation
   message follows when the history ends with the model's own answer.
 
+The rules it shares with `OpenAICompatModel` (whose message is whose, attributed text,
+results shown as text, the opening and continuation prompts) are written once in `_wire`.
+
 SDK errors are mapped in one place, `_map_error`: 408, 409, 429, 5xx (529 overloaded),
 timeouts and dropped connections raise `TransientModelError` for the executor to retry
 (the SDK's own retries are off); anything else raises a final `ModelError`.
@@ -21,10 +24,9 @@ timeouts and dropped connections raise `TransientModelError` for the executor to
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 try:
@@ -43,17 +45,26 @@ except ImportError:  # pragma: no cover - older SDKs
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
-from thena_nb.models._retry import retry_after_seconds, transient_status
+from thena_nb.models._retry import status_error, transient_status
+from thena_nb.models._wire import (
+    CONTINUE_PROMPT,
+    START_PROMPT,
+    CallsById,
+    answered_call,
+    attributed_turn,
+    calls_by_id,
+    dumps,
+    frame,
+    native_calls,
+    outcome,
+    owns,
+    result_text,
+)
 
 __all__ = ["CONTINUE_PROMPT", "START_PROMPT", "AnthropicModel", "map_history", "request_params"]
 
 Block = dict[str, Any]
 Role = Literal["user", "assistant"]
-
-CONTINUE_PROMPT = "Continue."
-"""The user message sent when the history ends with the asking agent's own answer."""
-START_PROMPT = "Begin."
-"""The user message sent first when the history does not start with a user message."""
 
 _EPHEMERAL: Block = {"type": "ephemeral"}
 _ERROR_TYPE_STATUS = {
@@ -209,21 +220,21 @@ class AnthropicModel:
             status = _ERROR_TYPE_STATUS.get(str(error_type), 500)
         kind = f" ({error_type})" if error_type else ""
         text = f"{where}: the Anthropic API answered {status}{kind}: {api_message}"
-        should_retry = exc.response.headers.get("x-should-retry")
-        if should_retry in ("true", "false"):
-            transient = should_retry == "true"
-        else:
-            transient = transient_status(status)
-        if transient:
-            return TransientModelError(
-                text,
-                retry_after=retry_after_seconds(exc.response.headers),
-                model_name=self.name,
-                status_code=status,
-            )
-        if status in _HINTS:
+        headers = exc.response.headers
+        transient = _worth_retrying(headers, status)
+        if not transient and status in _HINTS:
             text = f"{text.rstrip('.')}.{_HINTS[status]}"
-        return ModelError(text, model_name=self.name, status_code=status)
+        return status_error(
+            text, status=status, model_name=self.name, headers=headers, transient=transient
+        )
+
+
+def _worth_retrying(headers: Mapping[str, str], status: int) -> bool:
+    # The API says in `x-should-retry` whether a failed request is worth sending again.
+    should_retry = headers.get("x-should-retry")
+    if should_retry in ("true", "false"):
+        return should_retry == "true"
+    return transient_status(status)
 
 
 class _IncompleteStream(Exception):
@@ -330,7 +341,7 @@ def map_history(history: Sequence[Message], agent: str) -> list[Block]:
         Messages that start and end with `user`, alternate roles, and answer every
         `tool_use` with a `tool_result` at the start of the next message.
     """
-    calls = _calls_by_id(history)
+    calls = calls_by_id(history)
     segments: list[tuple[Role, list[Block]]] = []
     for message in history:
         match message.role:
@@ -344,24 +355,12 @@ def map_history(history: Sequence[Message], agent: str) -> list[Block]:
             segments.append(segment)
     merged = _merge(segments)
     _pair_tool_blocks(merged)
-    if not merged or merged[0][0] != "user":
-        merged.insert(0, ("user", [_text(START_PROMPT)]))
-    if merged[-1][0] == "assistant":
-        merged.append(("user", [_text(CONTINUE_PROMPT)]))
+    frame(merged, role=lambda m: m[0], user=lambda text: ("user", [_text(text)]))
     return [{"role": role, "content": blocks} for role, blocks in merged]
 
 
-def _calls_by_id(history: Sequence[Message]) -> dict[str, tuple[str | None, ToolCall]]:
-    """Each call id with the agent that made the call and the call itself."""
-    calls: dict[str, tuple[str | None, ToolCall]] = {}
-    for message in history:
-        for call in message.tool_calls:
-            calls[call.id] = (message.agent, call)
-    return calls
-
-
-def _owns(author: str | None, agent: str) -> bool:
-    return author is None or author == agent
+def _json(value: object) -> str:
+    return dumps(value, sort_keys=True, default=None)
 
 
 def _text(text: str) -> Block:
@@ -378,36 +377,21 @@ def _map_user(message: Message) -> tuple[Role, list[Block]]:
 
 
 def _map_assistant(message: Message, agent: str) -> tuple[Role, list[Block]]:
-    if not _owns(message.agent, agent):
-        return "user", _text_blocks(_attributed_turn(message))
-    blocks = _text_blocks(message.content)
-    # Rescued calls have no API id: the text already carries them.
-    blocks += [_tool_use(call) for call in message.tool_calls if call.source == "native"]
-    return "assistant", blocks
-
-
-def _attributed_turn(message: Message) -> str:
-    lines = [f"[{message.agent}] {message.content}"] if message.content.strip() else []
-    lines += [
-        f"[{message.agent}] called `{call.name}` with {_json(call.arguments)}"
-        for call in message.tool_calls
-        if call.source == "native"
+    if not owns(message.agent, agent):
+        return "user", _text_blocks(attributed_turn(message, arguments_json=_json))
+    return "assistant", _text_blocks(message.content) + [
+        _tool_use(call) for call in native_calls(message)
     ]
-    return "\n".join(lines)
 
 
-def _map_tool(
-    message: Message, agent: str, calls: dict[str, tuple[str | None, ToolCall]]
-) -> tuple[Role, list[Block]]:
-    author, call = calls.get(message.tool_call_id or "", (message.agent, None))
-    outcome = "failed" if message.is_error else "returned"
+def _map_tool(message: Message, agent: str, calls: CallsById) -> tuple[Role, list[Block]]:
+    author, call = answered_call(message, calls)
     if call is None:  # its call was cut from the history
-        label = f"[{author}] call" if not _owns(author, agent) else "Call"
-        return "user", [_text(f"{label} `{message.tool_call_id}` {outcome}:\n{message.content}")]
-    if not _owns(author, agent):
-        return "user", [_text(f"[{author}] `{call.name}` {outcome}:\n{message.content}")]
-    if call.source == "rescued":
-        return "user", [_text(f"Your call to `{call.name}` {outcome}:\n{message.content}")]
+        label = f"[{author}] call" if not owns(author, agent) else "Call"
+        text = f"{label} `{message.tool_call_id}` {outcome(message)}:\n{message.content}"
+        return "user", [_text(text)]
+    if not owns(author, agent) or call.source == "rescued":
+        return "user", [_text(result_text(message, author=author, name=call.name, agent=agent))]
     return "user", [_tool_result(call.id, message.content, is_error=message.is_error)]
 
 
@@ -443,34 +427,36 @@ def _pair_tool_blocks(messages: list[tuple[Role, list[Block]]]) -> None:
     come before any other content of their message.
     """
     for index, (role, blocks) in enumerate(messages):
-        if role != "user":
-            continue
-        previous = messages[index - 1][1] if index > 0 else []
-        asked = {block["id"] for block in previous if block["type"] == "tool_use"}
-        blocks[:] = [
-            block
-            if block["type"] != "tool_result" or block["tool_use_id"] in asked
-            else _orphan_result(block)
-            for block in blocks
-        ]
-        blocks.sort(key=lambda block: block["type"] != "tool_result")  # stable: results first
+        if role == "user":
+            previous = messages[index - 1][1] if index > 0 else []
+            asked = _ids(previous, "tool_use", "id")
+            _unpaired_to_text(blocks, "tool_result", "tool_use_id", asked, _orphan_result)
+            blocks.sort(key=lambda block: block["type"] != "tool_result")  # stable: results first
     for index, (role, blocks) in enumerate(messages):
-        if role != "assistant":
-            continue
-        following = messages[index + 1][1] if index + 1 < len(messages) else []
-        answered = {block["tool_use_id"] for block in following if block["type"] == "tool_result"}
-        blocks[:] = [
-            block
-            if block["type"] != "tool_use" or block["id"] in answered
-            else _text(f"(called `{block['name']}` with {_json(block['input'])}; no result)")
-            for block in blocks
-        ]
+        if role == "assistant":
+            following = messages[index + 1][1] if index + 1 < len(messages) else []
+            answered = _ids(following, "tool_result", "tool_use_id")
+            _unpaired_to_text(blocks, "tool_use", "id", answered, _unanswered_use)
+
+
+def _ids(blocks: list[Block], kind: str, key: str) -> set[str]:
+    return {block[key] for block in blocks if block["type"] == kind}
+
+
+def _unpaired_to_text(
+    blocks: list[Block], kind: str, key: str, partners: set[str], to_text: Callable[[Block], Block]
+) -> None:
+    """Blocks of `kind` whose `key` is not among `partners` become text, in place."""
+    blocks[:] = [
+        to_text(block) if block["type"] == kind and block[key] not in partners else block
+        for block in blocks
+    ]
 
 
 def _orphan_result(block: Block) -> Block:
-    outcome = "failed" if block.get("is_error") else "returned"
-    return _text(f"Call `{block['tool_use_id']}` {outcome}:\n{block.get('content', '')}")
+    ended = "failed" if block.get("is_error") else "returned"
+    return _text(f"Call `{block['tool_use_id']}` {ended}:\n{block.get('content', '')}")
 
 
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _unanswered_use(block: Block) -> Block:
+    return _text(f"(called `{block['name']}` with {_json(block['input'])}; no result)")

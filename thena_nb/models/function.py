@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models.scripted import CallCounter, as_reply
+from thena_nb.models._offline import OfflineModel, as_reply
 
 __all__ = ["FunctionModel"]
 
 
-class FunctionModel:
+class FunctionModel(OfflineModel):
     """A model that calls `fn(request)` for every reply.
 
     `fn` returns a `Reply`, a `str` (a text answer) or `reply.error(exc)`, or raises; it may
@@ -30,16 +30,13 @@ class FunctionModel:
     def __init__(self, fn: Callable[[ModelRequest], Any], *, name: str = "function") -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel needs a function of the request, got {fn!r}")
+        super().__init__(name)
         self.fn = fn
-        self.name = name
-        self.requests: list[ModelRequest] = []
         self._is_async = inspect.iscoroutinefunction(fn)
-        self._calls = CallCounter()
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Call the function and turn what it returns into a `Reply`."""
-        self.requests.append(request)
-        call = self._calls.next()
+        call = self._receive(request)
         if self._is_async:
             value = await self.fn(request)
         else:

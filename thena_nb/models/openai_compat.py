@@ -14,6 +14,8 @@ How the workflow's history goes on the wire:
 - Consecutive user texts are joined with a blank line, because many chat templates require
   alternating roles; a history that does not start with a user message gets `START_PROMPT`
   first, and one that ends with the agent's own answer gets `CONTINUE_PROMPT` last.
+
+The rules it shares with `AnthropicModel` are written once in `_wire`.
 """
 
 from __future__ import annotations
@@ -22,13 +24,26 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
 from urllib.parse import urlsplit, urlunsplit
 
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.types import Message, ToolCall
-from thena_nb.models._retry import retry_after_seconds, transient_status
+from thena_nb.models._retry import status_error
+from thena_nb.models._wire import (
+    CONTINUE_PROMPT,
+    START_PROMPT,
+    CallsById,
+    answered_call,
+    attributed_turn,
+    calls_by_id,
+    dumps,
+    frame,
+    native_calls,
+    owns,
+    result_text,
+)
 
 try:
     import openai
@@ -60,11 +75,6 @@ No tool can have a parameter of this name (argument models forbid extra keys and
 fields cannot start with `_`), so such a call always fails validation, and its error
 observation shows the raw text back to the model.
 """
-
-CONTINUE_PROMPT = "Continue."
-"""The user message sent when the history ends with the asking agent's own answer."""
-START_PROMPT = "Begin."
-"""The user message sent first when the history does not start with a user message."""
 
 _PLACEHOLDER_KEY = "not-needed"
 
@@ -287,20 +297,15 @@ class OpenAICompatModel:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             text = self._scrub(f"{where}: HTTP {status}: {_server_message(exc)}")
-            if transient_status(status):
-                retry_after = retry_after_seconds(exc.response.headers)
-                return TransientModelError(
-                    text, retry_after=retry_after, model_name=self.name, status_code=status
-                )
-            return ModelError(text, model_name=self.name, status_code=status)
+            return status_error(
+                text, status=status, model_name=self.name, headers=exc.response.headers
+            )
         if isinstance(exc, openai.APIError):
             # An error event inside a stream: no HTTP status, maybe a code in the body.
             code = exc.body.get("code") if isinstance(exc.body, Mapping) else None
             stream_status = code if isinstance(code, int) else None
             text = self._scrub(f"{where}: error in the stream: {_server_message(exc)}")
-            if stream_status is not None and transient_status(stream_status):
-                return TransientModelError(text, model_name=self.name, status_code=stream_status)
-            return ModelError(text, model_name=self.name, status_code=stream_status)
+            return status_error(text, status=stream_status, model_name=self.name)
         return ModelError(
             self._scrub(f"{where}: {type(exc).__name__}: {exc}"), model_name=self.name
         )
@@ -339,7 +344,7 @@ def map_history(
         Messages that start with `user`, end with `user`, and answer every `tool_calls` id
         with a `tool` message right after it.
     """
-    calls = _calls_by_id(messages)
+    calls = calls_by_id(messages)
     out: list[dict[str, Any]] = []
     wire_ids: set[str] = set()
     for i, message in enumerate(messages):
@@ -352,20 +357,7 @@ def map_history(
                 _map_tool(out, message, agent, calls, wire_ids)
             case _:
                 assert_never(message.role)
-    if not out or out[0]["role"] != "user":
-        out.insert(0, {"role": "user", "content": START_PROMPT})
-    if out[-1]["role"] == "assistant":
-        out.append({"role": "user", "content": CONTINUE_PROMPT})
-    return out
-
-
-def _calls_by_id(messages: Sequence[Message]) -> dict[str, tuple[str | None, ToolCall]]:
-    """Each call id with the agent that made the call and the call itself."""
-    return {c.id: (m.agent, c) for m in messages for c in m.tool_calls}
-
-
-def _owns(author: str | None, agent: str) -> bool:
-    return author is None or author == agent
+    return frame(out, role=lambda m: m["role"], user=lambda text: {"role": "user", "content": text})
 
 
 def _map_assistant(
@@ -378,12 +370,10 @@ def _map_assistant(
 ) -> set[str]:
     """Append assistant message `i`; return the call ids it put in `tool_calls`."""
     message = messages[i]
-    native = [c for c in message.tool_calls if c.source == "native"]
-    if not _owns(message.agent, agent):
-        lines = [f"[{message.agent}] {message.content}"] if message.content.strip() else []
-        lines += [f"[{message.agent}] called `{c.name}` with {_dumps(c.arguments)}" for c in native]
-        _add_user(out, "\n".join(lines))
+    if not owns(message.agent, agent):
+        _add_user(out, attributed_turn(message))
         return set()
+    native = native_calls(message)
     answered = _answered_ids(messages, i) if native_tools else set()
     wire = [c for c in native if c.id in answered]
     # Rescued calls are in the text already; native calls that cannot go on the wire are
@@ -399,7 +389,7 @@ def _map_assistant(
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": _dumps(c.arguments)},
+                "function": {"name": c.name, "arguments": dumps(c.arguments)},
             }
             for c in wire
         ]
@@ -427,20 +417,16 @@ def _map_tool(
     out: list[dict[str, Any]],
     message: Message,
     agent: str,
-    calls: dict[str, tuple[str | None, ToolCall]],
+    calls: CallsById,
     wire_ids: set[str],
 ) -> None:
     call_id = message.tool_call_id or ""
-    author, call = calls.get(call_id, (message.agent, None))
     if call_id in wire_ids:
         out.append({"role": "tool", "tool_call_id": call_id, "content": message.content})
         return
+    author, call = answered_call(message, calls)
     name = call.name if call is not None else "tool"
-    outcome = "failed" if message.is_error else "returned"
-    if _owns(author, agent):
-        _add_user(out, f"Your call to `{name}` {outcome}:\n{message.content}")
-    else:
-        _add_user(out, f"[{author}] `{name}` {outcome}:\n{message.content}")
+    _add_user(out, result_text(message, author=author, name=name, agent=agent))
 
 
 def _add_user(out: list[dict[str, Any]], text: str) -> None:
@@ -455,15 +441,11 @@ def _add_user(out: list[dict[str, Any]], text: str) -> None:
 
 
 def _call_text(call: ToolCall) -> str:
-    return f"<tool_call>\n{_dumps({'name': call.name, 'arguments': call.arguments})}\n</tool_call>"
+    return f"<tool_call>\n{dumps({'name': call.name, 'arguments': call.arguments})}\n</tool_call>"
 
 
 def _join(*parts: str) -> str:
     return "\n\n".join(p for p in parts if p)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 # --- tools -------------------------------------------------------------------------------
@@ -479,7 +461,7 @@ def _tool_param(spec: ToolSpec) -> dict[str, Any]:
 
 def _prompt_tools(tools: Sequence[ToolSpec]) -> str:
     """The tool section of the system prompt in `tools_mode="prompt"` (Hermes format)."""
-    specs = "\n".join(_dumps(_tool_param(spec)) for spec in tools)
+    specs = "\n".join(dumps(_tool_param(spec)) for spec in tools)
     return _PROMPT_TOOLS_HEADER.format(specs=specs)
 
 
@@ -531,7 +513,16 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     return {INVALID_ARGUMENTS_KEY: raw}
 
 
-def _usage(usage: Any) -> dict[str, int]:
+class _Usage(TypedDict, total=False):
+    """The token counts of a `Reply`, as keyword arguments."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+def _usage(usage: Any) -> _Usage:
     if usage is None:
         return {}
     details = getattr(usage, "prompt_tokens_details", None)

@@ -1,0 +1,217 @@
+"""The history rules both API adapters share (`thena_nb.models._wire`).
+
+These test a private module because both adapters depend on it: a rule changed here changes
+what every API is sent, so each rule is pinned once, and the adapters are checked to agree.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from thena_nb.core.types import Message, ToolCall
+from thena_nb.models import _wire, openai_compat
+from thena_nb.models import anthropic as anthropic_adapter
+
+
+def user(content: str) -> Message:
+    return Message(role="user", content=content)
+
+
+def said(agent: str | None, content: str, *calls: ToolCall) -> Message:
+    return Message(role="assistant", content=content, agent=agent, tool_calls=list(calls))
+
+
+def call(call_id: str, name: str, *, rescued: bool = False, **arguments: Any) -> ToolCall:
+    source = "rescued" if rescued else "native"
+    return ToolCall(id=call_id, name=name, arguments=arguments, source=source)
+
+
+def result(
+    agent: str | None, call_id: str | None, content: str, *, failed: bool = False
+) -> Message:
+    return Message(role="tool", content=content, agent=agent, tool_call_id=call_id, is_error=failed)
+
+
+# --- whose message is whose ------------------------------------------------------------
+
+
+def test_owns_counts_a_message_without_an_agent_as_the_askers() -> None:
+    """The run input and messages a history processor added carry no agent."""
+    assert _wire.owns(None, "Exec")
+    assert _wire.owns("Exec", "Exec")
+    assert not _wire.owns("Scout", "Exec")
+
+
+def test_calls_by_id_names_the_agent_of_every_call() -> None:
+    first, second = call("c1", "search", q="a"), call("c2", "lookup", rescued=True)
+    history = [user("hi"), said("Scout", "", first), said("Exec", "", second)]
+    assert _wire.calls_by_id(history) == {"c1": ("Scout", first), "c2": ("Exec", second)}
+
+
+def test_calls_by_id_keeps_the_last_call_of_a_repeated_id() -> None:
+    """Ids should be unique; when they are not, the latest call is the one a result meets."""
+    early, late = call("c1", "old"), call("c1", "new")
+    history = [said("A", "", early), said("B", "", late)]
+    assert _wire.calls_by_id(history) == {"c1": ("B", late)}
+
+
+def test_native_calls_leave_rescued_calls_out() -> None:
+    native, rescued = call("c1", "f"), call("rescued-1", "g", rescued=True)
+    assert _wire.native_calls(said("A", "", native, rescued)) == [native]
+
+
+# --- the call a result answers -----------------------------------------------------------
+
+
+def test_answered_call_finds_the_call_and_its_agent() -> None:
+    made = call("c1", "search")
+    calls = _wire.calls_by_id([said("Scout", "", made)])
+    assert _wire.answered_call(result("Scout", "c1", "ok"), calls) == ("Scout", made)
+
+
+@pytest.mark.parametrize("call_id", ["gone", None])
+def test_answered_call_of_a_cut_call_is_none(call_id: str | None) -> None:
+    """A history processor may drop the call and keep its result."""
+    message = result("Scout", call_id, "ok")
+    assert _wire.answered_call(message, {}) == ("Scout", None)
+
+
+def test_outcome() -> None:
+    assert _wire.outcome(result("A", "c1", "4")) == "returned"
+    assert _wire.outcome(result("A", "c1", "boom", failed=True)) == "failed"
+
+
+# --- text for the asking agent -------------------------------------------------------------
+
+
+def test_attributed_turn_has_a_line_for_the_text_and_for_each_native_call() -> None:
+    message = said(
+        "Scout",
+        "Checking.",
+        call("c1", "get_weather", city="Faro"),
+        call("rescued-1", "hidden", rescued=True),
+        call("c2", "scan"),
+    )
+    assert _wire.attributed_turn(message) == (
+        "[Scout] Checking.\n"
+        '[Scout] called `get_weather` with {"city": "Faro"}\n'
+        "[Scout] called `scan` with {}"
+    )
+
+
+def test_attributed_turn_without_text_or_native_calls_is_empty() -> None:
+    assert _wire.attributed_turn(said("Scout", "  \n")) == ""
+    assert _wire.attributed_turn(said("Scout", " ", call("r", "f", rescued=True))) == ""
+    assert (
+        _wire.attributed_turn(said("Scout", " ", call("c1", "f"))) == "[Scout] called `f` with {}"
+    )
+
+
+def test_attributed_turn_writes_arguments_with_the_given_dumper() -> None:
+    message = said("Scout", "", call("c1", "f", b=1, a=2))
+    assert _wire.attributed_turn(message) == '[Scout] called `f` with {"b": 1, "a": 2}'
+    sorted_json = _wire.attributed_turn(
+        message, arguments_json=lambda value: _wire.dumps(value, sort_keys=True)
+    )
+    assert sorted_json == '[Scout] called `f` with {"a": 2, "b": 1}'
+
+
+def test_result_text_for_the_askers_call_and_for_another_agents() -> None:
+    done, failed = result("Exec", "c1", "sunny"), result("Scout", "c2", "Error: x", failed=True)
+    own = _wire.result_text(done, author="Exec", name="get_weather", agent="Exec")
+    assert own == "Your call to `get_weather` returned:\nsunny"
+    other = _wire.result_text(failed, author="Scout", name="get_weather", agent="Exec")
+    assert other == "[Scout] `get_weather` failed:\nError: x"
+    unnamed = _wire.result_text(done, author=None, name="f", agent="Exec")
+    assert unnamed == "Your call to `f` returned:\nsunny"
+
+
+def test_dumps_keeps_non_ascii_text_and_key_order() -> None:
+    assert _wire.dumps({"city": "Zürich", "a": 1}) == '{"city": "Zürich", "a": 1}'
+    assert _wire.dumps({"b": 1, "a": 2}, sort_keys=True) == '{"a": 2, "b": 1}'
+
+
+def test_dumps_writes_what_json_cannot_encode_as_text_unless_told_not_to() -> None:
+    day = datetime.date(2026, 1, 2)
+    assert _wire.dumps({"day": day}) == '{"day": "2026-01-02"}'
+    with pytest.raises(TypeError):
+        _wire.dumps({"day": day}, default=None)
+
+
+# --- opening and continuation prompts ----------------------------------------------------
+
+
+def _frame(roles: list[str]) -> list[str]:
+    return _wire.frame(roles, role=lambda role: role.split(":")[0], user=lambda t: f"user:{t}")
+
+
+@pytest.mark.parametrize(
+    ("roles", "framed"),
+    [
+        ([], ["user:Begin."]),
+        (["user:hi"], ["user:hi"]),
+        (["user:hi", "assistant:yes"], ["user:hi", "assistant:yes", "user:Continue."]),
+        (["assistant:yes"], ["user:Begin.", "assistant:yes", "user:Continue."]),
+        (["assistant:call", "tool:4"], ["user:Begin.", "assistant:call", "tool:4"]),
+    ],
+)
+def test_frame(roles: list[str], framed: list[str]) -> None:
+    """The history starts with a user message and never ends on the assistant's answer."""
+    assert _frame(list(roles)) == framed
+
+
+def test_frame_changes_the_list_in_place() -> None:
+    roles = ["assistant:yes"]
+    assert _frame(roles) is roles
+    assert roles == ["user:Begin.", "assistant:yes", "user:Continue."]
+
+
+def test_both_adapters_publish_the_shared_prompts() -> None:
+    for adapter in (anthropic_adapter, openai_compat):
+        assert adapter.START_PROMPT == _wire.START_PROMPT == "Begin."
+        assert adapter.CONTINUE_PROMPT == _wire.CONTINUE_PROMPT == "Continue."
+
+
+# --- the adapters agree --------------------------------------------------------------------
+
+
+def _anthropic_user_texts(history: list[Message], agent: str) -> list[str]:
+    messages = anthropic_adapter.map_history(history, agent)
+    return [
+        block["text"]
+        for message in messages
+        if message["role"] == "user"
+        for block in message["content"]
+        if block["type"] == "text"
+    ]
+
+
+def _openai_user_texts(history: list[Message], agent: str) -> list[str]:
+    messages = openai_compat.map_history(history, agent=agent)
+    return [m["content"] for m in messages if m["role"] == "user"]
+
+
+def test_both_adapters_show_other_agents_and_rescued_results_alike() -> None:
+    """Another agent's turn and its result, and the asker's rescued result, read the same."""
+    history = [
+        user("Plan a trip."),
+        said("Scout", "Checking.", call("c1", "get_weather", city="Faro")),
+        result("Scout", "c1", "Error: x", failed=True),
+        said("Exec", "<tool_call>...</tool_call>", call("rescued-1", "get_weather", rescued=True)),
+        result("Exec", "rescued-1", "sunny"),
+    ]
+    expected = [
+        "Plan a trip.",
+        '[Scout] Checking.\n[Scout] called `get_weather` with {"city": "Faro"}',
+        "[Scout] `get_weather` failed:\nError: x",
+        "Your call to `get_weather` returned:\nsunny",
+    ]
+    assert _anthropic_user_texts(history, "Exec") == expected
+    # Chat templates want alternating roles, so neighbouring user texts are one message.
+    assert _openai_user_texts(history, "Exec") == [
+        "\n\n".join(expected[:3]),
+        expected[3],
+    ]

@@ -1,0 +1,158 @@
+"""The history rules both API adapters follow, written once.
+
+A workflow's history is shared by its agents; a chat API wants one conversation between one
+user and one assistant. `AnthropicModel` and `OpenAICompatModel` bridge the two the same way:
+
+- the asking agent owns its own assistant messages, and any message without an agent;
+- another agent's turn is user text attributed to it: ``[SecurityAgent] Checking.`` and
+  ``[SecurityAgent] called `scan` with {...}`` for each of its native calls;
+- rescued calls (found in a model's text) never go on the wire as calls: the text carries
+  them, and their results come back as user text;
+- a tool message answers the call with its `tool_call_id`, which also tells whose call it
+  was; a result that is not sent as the API's own result is user text, ``Your call to `f`
+  returned:`` for the asker's call and ``[Scout] `f` returned:`` for another agent's;
+- a history that does not start with a user message gets `START_PROMPT` first, and one that
+  ends with the asker's own answer gets `CONTINUE_PROMPT` last.
+
+Each adapter keeps what its API requires: the shape of messages and blocks, which calls may
+go on the wire with their results, and how neighbouring messages are joined.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+from thena_nb.core.types import Message, ToolCall
+
+__all__ = [
+    "CONTINUE_PROMPT",
+    "START_PROMPT",
+    "CallsById",
+    "answered_call",
+    "attributed_turn",
+    "calls_by_id",
+    "dumps",
+    "frame",
+    "native_calls",
+    "outcome",
+    "owns",
+    "result_text",
+]
+
+CONTINUE_PROMPT = "Continue."
+"""The user message sent when the history ends with the asking agent's own answer."""
+START_PROMPT = "Begin."
+"""The user message sent first when the history does not start with a user message."""
+
+CallsById = dict[str, tuple[str | None, ToolCall]]
+"""Each call id with the agent that made the call and the call itself."""
+
+_M = TypeVar("_M")
+
+
+def dumps(
+    value: object, *, sort_keys: bool = False, default: Callable[[Any], Any] | None = str
+) -> str:
+    """JSON text of tool arguments for a model to read, non-ASCII characters as they are.
+
+    Args:
+        value: What to write, usually a call's `arguments`.
+        sort_keys: Write object keys in sorted order instead of their own order.
+        default: Turns a value JSON cannot encode into one it can (`str` by default);
+            `None` raises `TypeError` for such a value instead.
+
+    Returns:
+        The JSON text.
+    """
+    return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=default)
+
+
+def calls_by_id(history: Sequence[Message]) -> CallsById:
+    """Each call id in `history` with the agent that made the call and the call itself."""
+    return {call.id: (message.agent, call) for message in history for call in message.tool_calls}
+
+
+def owns(author: str | None, agent: str) -> bool:
+    """Whether a message by `author` is `agent`'s own (a message without an agent is)."""
+    return author is None or author == agent
+
+
+def native_calls(message: Message) -> list[ToolCall]:
+    """The message's calls that may go on the wire: rescued calls are in its text already."""
+    return [call for call in message.tool_calls if call.source == "native"]
+
+
+def answered_call(message: Message, calls: CallsById) -> tuple[str | None, ToolCall | None]:
+    """The call a tool message answers, with the agent that made it.
+
+    Args:
+        message: A `tool` message.
+        calls: The history's calls, from `calls_by_id`.
+
+    Returns:
+        The call's agent and the call; the message's own agent and `None` when the call is
+        no longer in the history (a history processor cut it).
+    """
+    return calls.get(message.tool_call_id or "", (message.agent, None))
+
+
+def outcome(message: Message) -> Literal["failed", "returned"]:
+    """How a tool message's call ended, as its user text says it."""
+    return "failed" if message.is_error else "returned"
+
+
+def attributed_turn(message: Message, *, arguments_json: Callable[[object], str] = dumps) -> str:
+    """Another agent's assistant message as the user text the asking agent reads.
+
+    Args:
+        message: An assistant message of an agent other than the asking one.
+        arguments_json: Writes a call's arguments as JSON text.
+
+    Returns:
+        One line for its text, if any, and one per native call, each starting `[agent]`;
+        `""` when there is nothing to show.
+    """
+    lines = [f"[{message.agent}] {message.content}"] if message.content.strip() else []
+    lines += [
+        f"[{message.agent}] called `{call.name}` with {arguments_json(call.arguments)}"
+        for call in native_calls(message)
+    ]
+    return "\n".join(lines)
+
+
+def result_text(message: Message, *, author: str | None, name: str, agent: str) -> str:
+    """A tool result as user text for `agent`.
+
+    Args:
+        message: The `tool` message.
+        author: The agent that made the call.
+        name: The called tool's name.
+        agent: The asking agent.
+
+    Returns:
+        ``Your call to `name` returned:`` (or ``failed:``) and the result for the asker's own
+        call; ``[author] `name` returned:`` and the result for another agent's.
+    """
+    who = f"Your call to `{name}`" if owns(author, agent) else f"[{author}] `{name}`"
+    return f"{who} {outcome(message)}:\n{message.content}"
+
+
+def frame(messages: list[_M], *, role: Callable[[_M], str], user: Callable[[str], _M]) -> list[_M]:
+    """Make the mapped history start with a user message and not end on the assistant.
+
+    Args:
+        messages: The mapped messages, changed in place.
+        role: The role of a mapped message.
+        user: Builds a user message holding the given text.
+
+    Returns:
+        `messages`, with `START_PROMPT` first when it did not start with a user message and
+        `CONTINUE_PROMPT` last when it ended with the asking agent's own answer.
+    """
+    if not messages or role(messages[0]) != "user":
+        messages.insert(0, user(START_PROMPT))
+    if role(messages[-1]) == "assistant":
+        messages.append(user(CONTINUE_PROMPT))
+    return messages
