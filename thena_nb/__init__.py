@@ -21,7 +21,14 @@ from thena_nb.core.history import keep_first_and_recent
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
-from thena_nb.core.steps import LoopStep, ParallelStep, loop, parallel
+from thena_nb.core.steps import (
+    DEFAULT_MAX_FAILS,
+    DEFAULT_MAX_ITERATIONS,
+    LoopStep,
+    ParallelStep,
+    loop,
+    parallel,
+)
 from thena_nb.core.stopping import (
     called_tool,
     max_tool_calls,
@@ -34,8 +41,6 @@ from thena_nb.core.stopping import (
 )
 from thena_nb.core.tools import tool
 from thena_nb.core.types import (
-    DEFAULT_MAX_FAILS,
-    DEFAULT_MAX_ITERATIONS,
     Budget,
     LoopFailure,
     LoopStopReason,

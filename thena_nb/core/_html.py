@@ -1,6 +1,7 @@
 """The one place that escapes text and builds HTML: turns, workflows and runs.
 
-Standard library only, so `_repr_html_` works without IPython, pandas or matplotlib. Every
+Standard library only (and the one callable namer of `steps`), so `_repr_html_` works
+without IPython, pandas or matplotlib. Every
 piece of text that a model, a tool or a user wrote goes through `escape`; the only markup
 taken as given is what the notebook layer renders itself (`frame_html`, a base64 PNG).
 Inline styles are kept small and there are no scripts.
@@ -13,6 +14,8 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from thena_nb.core.steps import callable_name
 
 __all__ = ["escape", "run_html", "turn_html", "turn_info_html", "workflow_html"]
 
@@ -195,7 +198,7 @@ def _step_html(step: Any, index: int) -> str:
         )
     if hasattr(step, "model"):
         model = getattr(step.model, "name", None) or type(step.model).__name__
-        tools = [getattr(t, "name", None) or _callable_name(t) for t in getattr(step, "tools", ())]
+        tools = [getattr(t, "name", None) or callable_name(t) for t in getattr(step, "tools", ())]
         tool_text = ", ".join(f"<code>{escape(t)}</code>" for t in tools) or "no tools"
         return (
             f'<div class="thena-agent" style="{_BOX}">{label}<b>{escape(step.name)}</b>'
@@ -203,12 +206,12 @@ def _step_html(step: Any, index: int) -> str:
         )
     return (
         f'<div class="thena-function" style="{_BOX}">{label}'
-        f"<code>{escape(_callable_name(step))}(ctx)</code></div>"
+        f"<code>{escape(callable_name(step))}(ctx)</code></div>"
     )
 
 
 def _loop_limits(step: Any) -> str:
-    items = [f"until <code>{escape(_callable_name(step.until))}</code>"]
+    items = [f"until <code>{escape(callable_name(step.until))}</code>"]
     items.append(f"max_iterations {escape(step.max_iterations)}")
     max_fails = step.max_fails
     off = isinstance(max_fails, float) and math.isinf(max_fails)
@@ -216,13 +219,8 @@ def _loop_limits(step: Any) -> str:
     for hook in ("on_exhausted", "on_fail"):
         fn = getattr(step, hook, None)
         if fn is not None:
-            items.append(f"{hook} <code>{escape(_callable_name(fn))}</code>")
+            items.append(f"{hook} <code>{escape(callable_name(fn))}</code>")
     return " · ".join(items)
-
-
-def _callable_name(fn: Any) -> str:
-    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
-    return str(name) if name else repr(fn)
 
 
 def _loops_table(loops: Sequence[Any]) -> str:

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from thena_nb.core.types import DEFAULT_MAX_FAILS, DEFAULT_MAX_ITERATIONS
-
 if TYPE_CHECKING:
     from thena_nb.core.agent import Agent
 
 __all__ = [
+    "DEFAULT_MAX_FAILS",
+    "DEFAULT_MAX_ITERATIONS",
     "LoopStep",
     "ParallelStep",
     "Step",
@@ -27,6 +27,11 @@ __all__ = [
     "step_path",
     "walk",
 ]
+
+DEFAULT_MAX_ITERATIONS = 10
+"""Default `max_iterations` of `loop` (S7)."""
+DEFAULT_MAX_FAILS = 5
+"""Default `max_fails` of `loop` (S7)."""
 
 Step: TypeAlias = "Agent | ParallelStep | LoopStep | Callable[..., Any]"
 

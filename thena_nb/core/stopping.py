@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from thena_nb.core.steps import callable_name
 from thena_nb.core.types import TurnInfo
 
 if TYPE_CHECKING:
@@ -126,10 +127,6 @@ class Condition:
         return self.name
 
 
-def _name(fn: Callable[..., Any]) -> str:
-    return fn.name if isinstance(fn, Condition) else str(getattr(fn, "__name__", None) or fn)
-
-
 def _compose(op: str, a: Callable[..., Any], b: Callable[..., Any]) -> Condition:
     if not callable(a) or not callable(b):
         raise TypeError(f"cannot compose stop conditions {a!r} {op} {b!r}: both must be callable")
@@ -145,7 +142,7 @@ def _compose(op: str, a: Callable[..., Any], b: Callable[..., Any]) -> Condition
             return bool(call_condition(a, ctx, state)) and bool(call_condition(b, ctx, state))
 
         fn = both
-    cond = Condition(fn, f"({_name(a)} {op} {_name(b)})")
+    cond = Condition(fn, f"({callable_name(a)} {op} {callable_name(b)})")
     # Arity of a composition is that of its most demanding part, so S9 checks every part.
     req = max(condition_arity(a)[0], condition_arity(b)[0])
     cond.arity = (req, 2)

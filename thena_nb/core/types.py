@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from thena_nb.core import _html
 
 __all__ = [
-    "DEFAULT_MAX_FAILS",
-    "DEFAULT_MAX_ITERATIONS",
     "Budget",
     "HistoryView",
     "LoopFailure",
@@ -31,11 +29,6 @@ __all__ = [
     "TurnInfo",
     "Usage",
 ]
-
-DEFAULT_MAX_ITERATIONS = 10
-"""Default `max_iterations` of `loop` (S7)."""
-DEFAULT_MAX_FAILS = 5
-"""Default `max_fails` of `loop` (S7)."""
 
 LoopStopReason = Literal["until", "exhausted", "fails", "budget", "stop"]
 """Why a loop stopped, as recorded on its report node (S12)."""
