@@ -186,3 +186,50 @@ async def test_a_failing_step_raises_from_step_and_keeps_the_run() -> None:
         await s.step()
     assert info.value.run is s.result  # type: ignore[attr-defined]
     assert s.done and s.result.status == "failed"
+
+
+async def test_open_loops_shows_each_running_loop_outermost_first() -> None:
+    """`Session.open_loops` is a public snapshot: path, iteration, limits and the streak."""
+    inner = loop(steps=[calc([fail_call(), "done"])], until=until_answered)
+    wf = Workflow("w", [loop(steps=[inner], until=until_answered, max_iterations=3, max_fails=4)])
+    s = wf.session("go", store=False)
+    assert s.open_loops == []
+    await s.step()
+    outer, nested = s.open_loops
+    assert (outer.path, outer.iteration, outer.max_iterations, outer.max_fails) == (
+        "w/0.loop",
+        1,
+        3,
+        4,
+    )
+    # Paused before the next model call: the inner loop's second iteration is about to run.
+    assert (nested.path, nested.iteration, nested.consecutive_fails) == ("w/0.loop/0.loop", 2, 1)
+    await s.run()
+    assert s.done and s.open_loops == []
+
+
+async def test_a_session_can_pause_before_a_turns_tools() -> None:
+    """The second pause point: after the model call, before any tool of the turn runs."""
+    ran: list[int] = []
+    model = ScriptedModel([add_call(2, 3), "done"])
+    wf = Workflow("w", [loop(steps=[calc([])], until=until_answered)])
+    agent = wf.steps[0].steps[0]
+    agent.model = model
+    s = wf.session("go", store=False)
+    s.subscribe(lambda e: ran.append(1) if e.kind == "tool_finished" else None)
+    s.pause_before_tools = True
+    assert await s.step() is None  # the model was called; the tools wait
+    assert s.paused and s.paused_at == "tools"
+    assert len(model.requests) == 1 and ran == [] and s.result.turns == []
+    turn = await s.step()
+    assert turn is not None and turn.tool_calls[0].result == "5" and ran == [1]
+    assert s.paused_at == "model"
+    assert (await s.run()).output == "done"
+    assert s.paused_at is None
+
+
+async def test_a_turn_with_no_calls_does_not_pause_before_tools() -> None:
+    s = Workflow("w", [Agent("A", model=ScriptedModel(["hi"]))]).session("go", store=False)
+    s.pause_before_tools = True
+    turn = await s.step()
+    assert turn is not None and turn.info.response == "hi"

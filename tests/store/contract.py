@@ -1,0 +1,278 @@
+"""The run store contract: one suite, run unchanged against every store.
+
+A store of your own passes it the way ours do (`tests/store/test_contract.py`): put this
+file where your tests can import it, define a `stores` fixture that yields a store and a
+second reader of the same storage (the same object is fine for an in-memory store), and
+import the suite into a test module:
+
+```python
+import pytest
+from contract import *  # noqa: F403  (the tests and the `store` / `reader` fixtures)
+
+
+@pytest.fixture
+def stores(tmp_path):
+    with MyStore(tmp_path / "runs") as store, MyStore(tmp_path / "runs") as reader:
+        yield store, reader
+```
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from thena_nb import Agent, Context, Run, Workflow, loop, parallel, tool, until_answered
+from thena_nb.core.errors import StoreError
+from thena_nb.models import FunctionModel, ScriptedModel, reply
+from thena_nb.store import RunStore
+
+
+class Notes(BaseModel):
+    items: list[str] = []
+    verdict: str = ""
+
+
+@tool
+def note(ctx: Context, text: str) -> str:
+    """Write a note."""
+    ctx.state.items.append(text)
+    return f"noted {text}"
+
+
+@tool
+def fail(reason: str = "boom") -> str:
+    """Always raises."""
+    raise ValueError(reason)
+
+
+@tool(rescue=False)
+def secret() -> str:
+    """Never called from text."""
+    return "nope"
+
+
+def review() -> Workflow:
+    """Parallel branches, then a loop with native, rescued, refused and failing calls."""
+    a = Agent("Security", model=ScriptedModel(["security ok"], name="sec"))
+    b = Agent("Perf", model=ScriptedModel(["perf ok"], name="perf"))
+    worker = Agent(
+        "Worker",
+        model=ScriptedModel(
+            [
+                reply.tool("note", text="one", input_tokens=10, output_tokens=3),
+                reply.tool("fail"),
+                'Calling {"name": "note", "arguments": {"text": "two"}}',
+                '{"name": "secret", "arguments": {}}',
+                reply.text("all done", input_tokens=7, output_tokens=2),
+            ]
+        ),
+        tools=[note, fail, secret],
+        output_field="verdict",
+    )
+    return Workflow(
+        "review",
+        [parallel([a, b]), loop(steps=[worker], until=until_answered, max_fails=math.inf)],
+        state=Notes,
+    )
+
+
+@pytest.fixture
+def store(stores: tuple[RunStore, RunStore]) -> RunStore:
+    return stores[0]
+
+
+@pytest.fixture
+def reader(stores: tuple[RunStore, RunStore]) -> RunStore:
+    return stores[1]
+
+
+def dump_turns(run: Run) -> list[dict[str, Any]]:
+    return [t.model_dump() for t in run.turns]
+
+
+def test_a_finished_run_round_trips(store: RunStore, reader: RunStore) -> None:
+    run = review().run("review this", store=store)
+    assert run.status == "finished" and len(run.turns) == 7
+    sources = [c.source for t in run.turns for c in t.tool_calls]
+    assert sources == ["native", "native", "rescued", "rescued"]
+
+    loaded = reader.load(run.run_id)
+    assert loaded is not run and loaded.workflow is None
+    assert (loaded.run_id, loaded.workflow_name, loaded.input) == (run.run_id, "review", run.input)
+    assert (loaded.status, loaded.error, loaded.output) == ("finished", None, "all done")
+    assert dump_turns(loaded) == dump_turns(run)
+    assert loaded.history == run.history
+    assert loaded.report == run.report and loaded.loops[0].max_fails == math.inf
+    assert loaded.usage == run.usage and loaded.usage.input_tokens == 17
+    assert loaded.stop_reasons == run.stop_reasons == {"review/1.loop": "until"}
+    assert loaded.state == {"items": ["one", "two"], "verdict": "all done"}
+    assert loaded.states == run.states and loaded.states[2] == {"items": ["one"], "verdict": ""}
+    assert (loaded.started_at, loaded.finished_at) == (run.started_at, run.finished_at)
+    # The refused rescued call keeps its refusal in the assistant message, as the model saw it.
+    refused = loaded.history[-3].tool_calls[0]
+    assert refused.name == "secret" and refused.ok is False and refused.error
+    assert Run.from_json(loaded.to_json()).history == run.history
+
+
+def test_every_load_is_a_fresh_copy(store: RunStore) -> None:
+    run = review().run("x", store=store)
+    first = store.load(run.run_id)
+    first.history.clear()
+    first.states[2]["items"].append("changed")
+    first.report.children.clear()
+    again = store.load(run.run_id)
+    assert again.history == run.history and again.states == run.states
+    assert again.report == run.report
+
+
+def test_runs_are_listed_in_the_order_they_started(store: RunStore) -> None:
+    wf = review()
+    ids = [wf.run(f"input {i}", store=store).run_id for i in range(3)]
+    rows = store.list_runs()
+    assert [r["run_id"] for r in rows] == ids
+    row = rows[0]
+    assert set(row) == {
+        "run_id",
+        "workflow",
+        "input",
+        "status",
+        "stop_reasons",
+        "turns",
+        "input_tokens",
+        "output_tokens",
+        "started_at",
+        "finished_at",
+        "error",
+    }
+    assert (row["workflow"], row["input"], row["status"]) == ("review", "input 0", "finished")
+    assert (row["turns"], row["input_tokens"], row["output_tokens"]) == (7, 17, 5)
+    assert row["stop_reasons"] == {"review/1.loop": "until"}
+    assert row["started_at"] < row["finished_at"]
+
+
+def test_turns_are_stored_in_index_order(store: RunStore, reader: RunStore) -> None:
+    run = review().run("x", store=store)
+    loaded = reader.load(run.run_id)
+    assert [t.index for t in loaded.turns] == list(range(7))
+    assert [t.agent for t in loaded.turns] == ["Security", "Perf", *["Worker"] * 5]
+
+
+@pytest.mark.anyio
+async def test_s28_a_turn_is_stored_before_the_next_starts(
+    store: RunStore, reader: RunStore
+) -> None:
+    """S28: when a model call starts, every earlier turn is already in the store."""
+    seen: list[tuple[int, list[int]]] = []
+    run_ids: list[str] = []
+
+    def respond(request: Any) -> Any:
+        stored = reader.load(run_ids[0])
+        seen.append((len(stored.turns), sorted(stored.states)))
+        return reply.tool("note", text="x") if len(seen) < 4 else "done"
+
+    agent = Agent("A", model=FunctionModel(respond), tools=[note])
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered)], state=Notes)
+    session = wf.session("go", store=store, run_id="s28")
+    run_ids.append(session.result.run_id)
+    await session.run()
+    assert seen == [(0, []), (1, [0]), (2, [0, 1]), (3, [0, 1, 2])]
+
+
+@pytest.mark.anyio
+async def test_a_run_that_never_finished_is_rebuilt_from_its_turns(
+    store: RunStore, reader: RunStore
+) -> None:
+    """A run stopped mid-way (as a killed process leaves it) loads with its history, state,
+    usage and a report tree rebuilt from the turns."""
+    session = review().session("go", store=store)
+    await session.step()  # the parallel block: two turns
+    await session.step()
+    await session.step()
+    live = session.result
+    loaded = reader.load(live.run_id)
+    assert loaded.status == "running" and loaded.finished_at is None
+    assert dump_turns(loaded) == dump_turns(live)
+    assert loaded.history == live.history
+    assert loaded.states == live.states and loaded.state == live.states[3]
+    assert loaded.output == live.turns[-1].info.response
+    assert loaded.usage == live.usage
+    # (The paused session has already placed the next agent's node, with no turn yet.)
+    assert [(n.kind, n.path) for n in loaded.report.walk()] == [
+        (n.kind, n.path) for n in live.report.walk() if n.kind != "agent" or n.turns
+    ]
+    assert [n.turn_indexes() for n in loaded.loops] == [n.turn_indexes() for n in live.loops]
+    assert loaded.loops[0].iterations == 2 and loaded.loops[0].stop_reason is None
+    assert [c.iteration for c in loaded.loops[0].children] == [1, 2]
+    assert [c.branch for c in loaded.report.children[0].children] == [0, 1]
+    await session.run()
+    assert reader.load(live.run_id).history == live.history
+
+
+@pytest.mark.anyio
+async def test_branch_messages_not_yet_stored_are_rebuilt(
+    store: RunStore, reader: RunStore
+) -> None:
+    """Each parallel branch turn is stored with its own messages when the block merges, so
+    stopping right after the block loads the whole history."""
+    session = review().session("go", store=store)
+    await session.step()
+    loaded = reader.load(session.result.run_id)
+    assert [t.agent for t in loaded.turns] == ["Security", "Perf"]
+    assert loaded.history == session.result.history
+    session.stop()
+
+
+def test_a_failed_run_keeps_its_turns_and_error(store: RunStore, reader: RunStore) -> None:
+    model = ScriptedModel([reply.tool("note", text="a"), reply.error(RuntimeError("gone"))])
+    wf = Workflow("w", [loop(steps=[Agent("A", model=model, tools=[note])], until=until_answered)])
+    with pytest.raises(RuntimeError) as info:
+        wf.run("go", store=store)
+    run: Run = info.value.run  # type: ignore[attr-defined]
+    loaded = reader.load(run.run_id)
+    assert loaded.status == "failed" and loaded.error == "RuntimeError: gone"
+    assert dump_turns(loaded) == dump_turns(run) and len(loaded.turns) == 1
+    assert loaded.history == run.history
+    assert reader.list_runs()[0]["status"] == "failed"
+
+
+def test_unknown_runs_and_delete(store: RunStore) -> None:
+    with pytest.raises(StoreError, match=r"no run 'nope' in the store; it holds no runs"):
+        store.load("nope")
+    run = review().run("x", store=store)
+    with pytest.raises(StoreError, match=rf"no run 'nope'.*{run.run_id}.*runs\(\)"):
+        store.load("nope")
+    store.delete(run.run_id)
+    store.delete(run.run_id)  # deleting twice is fine
+    assert store.list_runs() == []
+    with pytest.raises(StoreError):
+        store.load(run.run_id)
+
+
+def test_the_same_run_id_again_replaces_the_stale_turns(store: RunStore) -> None:
+    """A run id used again by a run that asks other things keeps none of the old turns."""
+    long = Workflow(
+        "w",
+        [
+            loop(
+                steps=[
+                    Agent(
+                        "A",
+                        model=ScriptedModel([reply.tool("note", text="a")] * 3 + ["x"]),
+                        tools=[note],
+                    )
+                ],
+                until=until_answered,
+            )
+        ],
+        state=Notes,
+    )
+    long.run("first", run_id="same", store=store)
+    short = Workflow("w", [Agent("A", model=ScriptedModel(["only"]))])
+    short.run("second", run_id="same", store=store)
+    loaded = store.load("same")
+    assert loaded.input == "second" and len(loaded.turns) == 1 and loaded.output == "only"
+    assert loaded.states == {} and [r["turns"] for r in store.list_runs()] == [1]
