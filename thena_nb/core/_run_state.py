@@ -150,7 +150,7 @@ class Position:
     The top level has one position; each parallel branch gets its own (`branch`).
     """
 
-    __slots__ = ("control", "ctx", "loops", "scope")
+    __slots__ = ("control", "ctx", "loops", "scope", "top_level")
 
     def __init__(
         self,
@@ -164,11 +164,8 @@ class Position:
         self.scope = scope
         self.loops: list[LoopFrame] = loops if loops is not None else []
         self.ctx = Context(self, state=state)
-
-    @property
-    def top_level(self) -> bool:
+        self.top_level = scope.branch is None
         """Not inside a parallel branch: turns are recorded (and a session may pause) here."""
-        return self.scope.branch is None
 
     def branch(self, scope: Scope) -> Position:
         """A position for one parallel branch: same run, state and loops, its own scope."""

@@ -73,7 +73,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     history.append(_assistant_message(agent.name, reply.text, proposed))
     done = await tools(agent, at, proposed, asked.recorded)
     at.control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
-    history.extend(_tool_message(agent.name, c) for c in done)
+    for call in done:
+        history.append(_tool_message(agent.name, call))
     if asked.recorded is not None and at.control.replay is not None:
         _restore_state(at.ctx.state, at.control.replay.state_after(len(at.scope.turns)))
     timing = (started_at, time.perf_counter() - t0, attempts)
@@ -145,17 +146,15 @@ async def model(agent: Agent, at: Position, path: str, asked: _Asked) -> tuple[R
         usage.__dict__["model_calls"] += 1
         reply, attempts = _recorded_reply(asked.recorded), 0
     else:
-        on_delta = _announce(control, path, agent.name)
+        on_delta = _announce(control, path, agent.name) if control.subscribers else None
         sent = model_request(agent, at.scope.history, on_delta)
         reply, attempts = await call_model(agent.model, sent, control)
     usage.add(reply)
     return reply, attempts
 
 
-def _announce(control: RunControl, path: str, agent: str) -> Callable[[str], None] | None:
-    """Tell listeners the turn started; the text-delta callback when anyone listens."""
-    if not control.subscribers:
-        return None
+def _announce(control: RunControl, path: str, agent: str) -> Callable[[str], None]:
+    """Tell listeners the turn started; the callback that tells them each piece of text."""
     control.emit(event("turn_started", path=path, agent=agent))
 
     def on_delta(text: str) -> None:
