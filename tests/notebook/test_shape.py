@@ -100,9 +100,10 @@ def test_no_private_attribute_of_another_object_is_read() -> None:
     assert found == []
 
 
-def test_importing_the_package_loads_nothing_heavy() -> None:
+def test_importing_the_package_and_display_loads_nothing_heavy() -> None:
+    """`display` is what `Run._repr_html_` imports; pandas and matplotlib wait for a run."""
     code = (
-        "import sys, thena_nb.notebook\n"
+        "import sys, thena_nb.notebook, thena_nb.notebook.display\n"
         "heavy = ('IPython', 'ipywidgets', 'pandas', 'matplotlib')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
