@@ -48,6 +48,11 @@ def test_run_html_holds_the_frame_and_the_failure_chart() -> None:
     assert "wf/0.loop" in text and "until" in text
 
 
+def test_it_is_what_a_run_shows_in_a_notebook() -> None:
+    for run in (hostile_run(), hostile_run(looped=False)):
+        assert run._repr_html_() == run_html(run)
+
+
 def test_a_run_without_loops_has_the_frame_and_no_chart() -> None:
     run = hostile_run(looped=False)
     text = run_html(run)
