@@ -28,7 +28,8 @@ from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.models import ScriptedModel, reply
-from thena_nb.notebook.stepper import Stepper, _chart_png, _frozen_loop
+from thena_nb.notebook._stepper_views import chart_png, frozen_loop
+from thena_nb.notebook.stepper import Stepper
 
 TARGET_MS = 50.0
 
@@ -102,7 +103,7 @@ async def main() -> None:
     for _ in range(3):
         t0 = time.perf_counter()
         turns = list(run.turns)
-        _chart_png(turns, [_frozen_loop(node, len(turns)) for node in run.loops[-6:]])
+        chart_png(turns, [frozen_loop(node, len(turns)) for node in run.loops[-6:]])
         charts.append(time.perf_counter() - t0)
 
     print(f"{'case':<18}{'median ms':>10}{'p95 ms':>10}{'max ms':>10}{'samples':>9}")

@@ -19,6 +19,7 @@ from thena_nb.notebook.charts import (
     STREAK_LABEL,
     THRESHOLD_LABEL,
     failure_chart,
+    figure_png,
     figure_png_b64,
 )
 
@@ -130,6 +131,15 @@ def test_the_chart_renders_headless_and_leaves_pyplot_alone() -> None:
     assert png.startswith(b"\x89PNG")
     # Built without pyplot: importing the chart module and drawing does not load it.
     assert ("matplotlib.pyplot" in sys.modules) == pyplot_loaded
+
+
+def test_every_png_of_a_figure_comes_from_figure_png() -> None:
+    fig = failure_chart(streak_turns("nN."), [build_loop("wf/0.loop", [0, 1, 2])])
+    assert figure_png(fig).startswith(b"\x89PNG")
+    png = figure_png(fig)  # the first draw settles the constrained layout; later ones agree
+    assert fig._repr_png_() == png  # type: ignore[attr-defined]
+    assert base64.b64decode(figure_png_b64(fig)) == png
+    assert figure_png(fig, dpi=40) != png
 
 
 def test_ten_thousand_turns_chart_well_under_a_second() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from typing import Any
 
@@ -117,8 +118,15 @@ async def test_position_line_counts_fails_and_tokens() -> None:
     await stepper.step()
     await stepper.step()
     line = stepper.position_html.value
-    assert "consecutive fails 2 of 3" in line and "tokens so far 40" in line
+    assert "consecutive fails 2 of 3 ·" in line and "tokens so far 40" in line
     assert "failed" in stepper.turn_html.value and "ValueError" in stepper.turn_html.value
+
+
+async def test_position_line_says_off_for_an_infinite_max_fails() -> None:
+    wf, _ = looped([fail_call(), "done"], max_fails=math.inf)
+    stepper = wf.stepper("go")
+    await stepper.step()
+    assert "consecutive fails 1 of off ·" in stepper.position_html.value
 
 
 async def test_run_goes_to_the_end() -> None:
@@ -145,6 +153,59 @@ async def test_step_iteration_runs_every_turn_of_one_iteration() -> None:
     await stepper.step_iteration()
     assert stepper.turn_count == 6 and stepper.status == "finished"
     assert await stepper.step_iteration() is None
+
+
+def nested(inner_replies: list[object], outer_replies: list[object]) -> Workflow:
+    """An inner tool loop, then an `Outer` agent, in an outer loop that stops on "stop"."""
+    inner = calc(inner_replies, name="Inner")
+    outer = Agent("Outer", model=ScriptedModel(outer_replies))
+    inner_loop = loop(steps=[inner], until=until_answered, max_iterations=3, max_fails=4)
+    outer_loop = loop(steps=[inner_loop, outer], until=until_text("stop"), max_iterations=5)
+    return Workflow("w", [outer_loop])
+
+
+async def test_step_iteration_in_nested_loops_stops_at_the_innermost_iteration() -> None:
+    wf = nested([add_call(), "inner done", add_call(), "inner done"], ["again", "stop"])
+    stepper = wf.stepper("go")
+    agents = []
+    while (turn := await stepper.step_iteration()) is not None:
+        agents.append((turn.agent, turn.iteration, stepper.turn_count))
+    # one turn per iteration, whichever loop it belongs to
+    assert agents == [
+        ("Inner", 1, 1),
+        ("Inner", 2, 2),
+        ("Outer", 1, 3),
+        ("Inner", 1, 4),
+        ("Inner", 2, 5),
+        ("Outer", 2, 6),
+    ]
+
+
+async def test_a_nested_loop_that_starts_over_ends_the_iteration() -> None:
+    """Inner iteration 1 of the next outer iteration is another iteration than the last one."""
+    inner = Agent("Inner", model=ScriptedModel(["one", "two", "three"]))
+    inner_loop = loop(steps=[inner], until=until_answered)
+    wf = Workflow("w", [loop(steps=[inner_loop], until=until_text("three"))])
+    stepper = wf.stepper("go")
+    for n in (1, 2, 3):
+        turn = await stepper.step_iteration()
+        assert (turn.iteration, stepper.turn_count) == (1, n)
+    assert stepper.status == "finished"
+
+
+async def test_the_position_line_and_verdict_are_the_loop_the_turn_ran_in() -> None:
+    wf = nested(["inner done"], ["stop"])
+    stepper = wf.stepper("go")
+    await stepper.step()
+    line = stepper.position_html.value
+    assert "loop iteration 1 of 3 · consecutive fails 0 of 4 ·" in line
+    assert "until <code>until_answered</code> would stop: <b>yes</b>" in stepper.turn_html.value
+    await stepper.step()
+    line = stepper.position_html.value
+    assert "step <code>w/0.loop/1.Outer</code>" in line
+    assert "loop iteration 1 of 5 · consecutive fails 0 of 5 ·" in line
+    assert "would stop: <b>yes</b>" in stepper.turn_html.value
+    assert "until_answered" not in stepper.turn_html.value.split("thena-would-stop")[1]
 
 
 async def test_step_iteration_outside_a_loop_runs_one_turn() -> None:

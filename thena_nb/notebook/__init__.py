@@ -1,46 +1,39 @@
-"""The notebook layer: magics, the Stepper widget, turn frames and failure charts.
+"""The notebook layer: magics, the Stepper widget, turn frames, failure charts, run views.
 
-Importing this package loads none of IPython, ipywidgets, pandas or matplotlib: the magics
-load when `%load_ext thena_nb` runs, `Stepper` on first use.
+Importing this package loads none of IPython, ipywidgets, pandas or matplotlib: each name is
+imported from its module on first use (`load_ipython_extension` when `%load_ext thena_nb`
+runs, `Stepper` when a stepper opens).
+
+| module | holds |
+| --- | --- |
+| `magics` | `%%thena_workflow`, `%thena_run`, `%thena_step` and their cell parsing |
+| `stepper` | the `Stepper` widget: its controls, traits and public methods |
+| `_stepper_views` | what the Stepper shows, as functions of plain data |
+| `frames` | pandas DataFrames of turns |
+| `charts` | the failure-streak Figure, and the one figure-to-PNG helper |
+| `display` | a run's full HTML (`run_html`), as `Run._repr_html_` shows it |
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from IPython.core.interactiveshell import InteractiveShell
-
+    from thena_nb.notebook.magics import load_ipython_extension, unload_ipython_extension
     from thena_nb.notebook.stepper import Stepper
 
 __all__ = ["Stepper", "load_ipython_extension", "unload_ipython_extension"]
 
-
-def load_ipython_extension(ip: InteractiveShell) -> None:
-    """Register `%%thena_workflow`, `%thena_run` and `%thena_step` (`%load_ext thena_nb`).
-
-    Args:
-        ip: The running IPython shell.
-    """
-    from thena_nb.notebook import magics
-
-    magics.load_ipython_extension(ip)
-
-
-def unload_ipython_extension(ip: InteractiveShell) -> None:
-    """Remove the magics again (`%unload_ext thena_nb`).
-
-    Args:
-        ip: The running IPython shell.
-    """
-    from thena_nb.notebook import magics
-
-    magics.unload_ipython_extension(ip)
+_HOMES = {
+    "Stepper": "thena_nb.notebook.stepper",
+    "load_ipython_extension": "thena_nb.notebook.magics",
+    "unload_ipython_extension": "thena_nb.notebook.magics",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Stepper":
-        from thena_nb.notebook.stepper import Stepper
-
-        return Stepper
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -2,7 +2,8 @@
 
 `failure_chart` backs `Run.failure_chart()`. It never touches pyplot (which keeps global
 references to every figure) and never calls `show()`; the notebook displays the returned
-`Figure`, and `figure_png_b64` turns it into a PNG for a run's HTML view.
+`Figure`. `figure_png` is the one place a figure becomes PNG bytes (the Figure's own
+`_repr_png_`, the Stepper's chart, a run's HTML view through `figure_png_b64`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ if TYPE_CHECKING:
     from thena_nb.core.report import ReportNode
     from thena_nb.core.types import Turn
 
-__all__ = ["MARKER_LABELS", "STREAK_LABEL", "THRESHOLD_LABEL", "failure_chart", "figure_png_b64"]
+__all__ = [
+    "MARKER_LABELS",
+    "STREAK_LABEL",
+    "THRESHOLD_LABEL",
+    "failure_chart",
+    "figure_png",
+    "figure_png_b64",
+]
 
 MARKER_LABELS: dict[tuple[str, bool], str] = {
     ("native", True): "native ok",
@@ -49,9 +57,7 @@ class FailureChart(Figure):
     `%matplotlib inline` needed."""
 
     def _repr_png_(self) -> bytes:
-        buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=80)
-        return buffer.getvalue()
+        return figure_png(self)
 
 
 def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Figure:
@@ -84,8 +90,23 @@ def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Figure:
     return fig
 
 
+def figure_png(fig: Figure, *, dpi: int = 80) -> bytes:
+    """The figure rendered as PNG bytes: the one figure-to-PNG helper of the notebook layer.
+
+    Args:
+        fig: A figure, e.g. from `failure_chart`.
+        dpi: Resolution of the PNG.
+
+    Returns:
+        The PNG file's bytes.
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
 def figure_png_b64(fig: Figure, *, dpi: int = 80) -> str:
-    """The figure as base64 PNG text, for an `<img src="data:image/png;base64,…">`.
+    """`figure_png` as base64 text, for an `<img src="data:image/png;base64,…">`.
 
     Args:
         fig: A figure, e.g. from `failure_chart`.
@@ -94,9 +115,7 @@ def figure_png_b64(fig: Figure, *, dpi: int = 80) -> str:
     Returns:
         The PNG bytes, base64-encoded as ASCII text.
     """
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return base64.b64encode(figure_png(fig, dpi=dpi)).decode("ascii")
 
 
 def _by_index(turns: Sequence[Turn]) -> Callable[[int], Turn]:

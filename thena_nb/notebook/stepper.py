@@ -8,16 +8,16 @@ view needs (position, status, turn count, breakpoint hit) lives in traits.
 Work never blocks the kernel: a button schedules a task on the running event loop and returns;
 the task is `stepper.task` (awaitable), and a click while it runs is ignored, so there is never
 a second turn in flight.
+
+This module holds the controls and what they do; how each part looks is `_stepper_views`. It
+reads the run only through the public `Session`: `result`, `context`, `open_loops`, events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import time
-import traceback
-from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -25,15 +25,16 @@ import ipywidgets as widgets
 from traitlets import Bool, Int, Unicode, link
 
 import thena_nb
-from thena_nb.core import _html
 from thena_nb.core.events import Event
-from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
-from thena_nb.core.session import Session
-from thena_nb.core.steps import LoopStep, walk
+from thena_nb.core.session import OpenLoop, Session
+from thena_nb.core.steps import LoopStep, callable_name, walk
 from thena_nb.core.stopping import call_condition
 from thena_nb.core.types import Turn, TurnInfo
 from thena_nb.core.what_if import WhatIf
+from thena_nb.notebook import _stepper_views as views
+
+# `benchmarks/stepper_render.py` times the chart drawing under these names.
 
 __all__ = ["FRAME_ROWS", "Stepper"]
 
@@ -41,22 +42,11 @@ FRAME_ROWS = 20
 """Rows of the turn frame shown: the turns up to and including the shown one."""
 _REFRESH_S = 0.25
 """While a run is going, redraw the shown turn at most this often."""
-_CHART_LOOPS = 6
-"""The chart draws at most the last this-many loop nodes (a nested loop adds one per run)."""
 _CHART_DELAY_S = 0.2
-_LIVE_LABEL = "model text (live, while a turn runs)"
-_COLORS = {
-    "new": "#777",
-    "paused": "#1f77b4",
-    "running": "#1f77b4",
-    "finished": "#2ca02c",
-    "stopped": "#ff7f0e",
-    "budget": "#ff7f0e",
-    "failed": "#d62728",
-}
-_PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
 
-"""`(iteration, "until")` where a condition would have stopped a loop, else `(None, None)`."""
+_Where = tuple[tuple[str, int], ...]
+"""A loop iteration, told apart from every other: `(path, iteration)` of each open loop from
+the outermost down to it (a nested loop starts over at iteration 1 in each outer iteration)."""
 
 
 class Stepper(widgets.VBox):
@@ -113,11 +103,12 @@ class Stepper(widgets.VBox):
         """The action in flight (or the last one); `await stepper.task` waits for it."""
         self.break_conditions: list[Callable[..., Any]] = []
         """Functions given to `break_when`."""
+        self._loop_steps = _loop_steps(session)
         self._would_stop: dict[int, str] = {}
         self._limits: dict[int, tuple[int, float]] = {}
         self._break_reasons: dict[int, str] = {}
         self._tokens: list[int] = []
-        self._last_loop: tuple[Any, int] | None = None
+        self._last_loop: _Where | None = None
         self._frame_key: tuple[int, int] | None = None
         self._chart_key: Any = None
         self._compiled: tuple[str, Any] | None = None
@@ -227,7 +218,7 @@ class Stepper(widgets.VBox):
             Exception: The expression does not compile or evaluate, or the condition raised;
                 the widget shows it too.
         """
-        self.what_if_text.value = until if isinstance(until, str) else _label(until)
+        self.what_if_text.value = until if isinstance(until, str) else callable_name(until)
         try:
             condition = self._condition(until) if isinstance(until, str) else until
             if not callable(condition):
@@ -235,9 +226,9 @@ class Stepper(widgets.VBox):
             run = self.session.result
             answers = run.what_if(condition)
         except Exception as exc:
-            self.what_if_html.value = _error_html("what-if", exc)
+            self.what_if_html.value = views.error_html(f"what-if: {views.exception_text(exc)}")
             raise
-        self.what_if_html.value = _what_if_html(_label(condition), run, answers)
+        self.what_if_html.value = views.what_if_html(callable_name(condition), run.loops, answers)
         return answers
 
     def close(self) -> None:
@@ -298,10 +289,10 @@ class Stepper(widgets.VBox):
             return await action()
         except Exception as exc:
             # A model or tool error ends the run; it is shown and the Stepper stays usable.
-            self._error = _exception_text(exc)
+            self._error = views.exception_text(exc)
             return None
         finally:
-            self.live_label.value = _LIVE_LABEL
+            self.live_label.value = views.LIVE_LABEL
             self._set_busy(False)
             self._refresh(follow=True)
 
@@ -316,19 +307,16 @@ class Stepper(widgets.VBox):
         where = self._last_loop
         while where is not None and not session.done and not self._stop_requested:
             if self._break_reasons.get(turn.index):
-                self.breakpoint_hit = turn.index
                 break
-            path, iteration = where
             # The iteration is over once its loop has moved on or is no longer running.
-            if not any(o.path == path and o.iteration == iteration for o in session.open_loops):
+            if _where(session.open_loops[: len(where)]) != where:
                 break
             following = await session.step()
             if following is None:
                 break
             turn = following
-        else:
-            if self._break_reasons.get(turn.index):
-                self.breakpoint_hit = turn.index
+        if self._break_reasons.get(turn.index):
+            self.breakpoint_hit = turn.index
         return turn
 
     async def _run(self) -> Run:
@@ -349,21 +337,18 @@ class Stepper(widgets.VBox):
         try:
             self._handle(event)
         except Exception as exc:  # pragma: no cover - a display bug must not fail the run
-            self._error = _exception_text(exc)
+            self._error = views.exception_text(exc)
 
     def _handle(self, event: Event) -> None:
         kind = event.kind
         if kind == "turn_started":
             if self.live_text.value:
                 self.live_text.value = ""
-            self.live_label.value = f"<b>{_html.escape(event.agent)}</b> is answering…"
+            self.live_label.value = views.answering_html(event.agent)
         elif kind == "text_delta":
             self.live_text.value += event.text or ""
         elif kind == "tool_started" and event.tool_call is not None:
-            self.live_label.value = (
-                f"<b>{_html.escape(event.agent)}</b> calls "
-                f"<code>{_html.escape(event.tool_call.name)}</code>…"
-            )
+            self.live_label.value = views.calling_html(event.agent, event.tool_call.name)
         elif kind == "turn_finished" and event.turn is not None:
             self._note_turn(event.turn)
             now = time.monotonic()
@@ -376,18 +361,25 @@ class Stepper(widgets.VBox):
         """Record, as of the moment the turn ended, what later views of it need."""
         ctx = self.session.context
         view = _TurnView(ctx, turn.info) if ctx is not None else None
-        loops = self.session.open_loops
-        frame = loops[-1] if loops else None
-        step = _step_at(self.session.workflow, frame.path) if frame is not None else None
-        if frame is not None and isinstance(step, LoopStep) and turn.iteration is not None:
-            self._limits[turn.index] = (frame.max_iterations, frame.max_fails)
-            self._last_loop = (frame.path, frame.iteration)
-            self._would_stop[turn.index] = _would_stop(step.until, view)
-        else:
-            self._last_loop = None
+        self._last_loop = None
+        if turn.iteration is not None:
+            self._note_loop(turn, view)
         reason = self._check_breakpoints(turn, view)
         if reason:
             self._break_reasons[turn.index] = reason
+
+    def _note_loop(self, turn: Turn, view: Any) -> None:
+        """The limits, the iteration and the `until` verdict of the loop the turn ran in."""
+        loops = self.session.open_loops
+        depth = _enclosing(loops, turn.step_path)
+        if depth is None:
+            return
+        loop = loops[depth]
+        self._limits[turn.index] = (loop.max_iterations, loop.max_fails)
+        self._last_loop = _where(loops[: depth + 1])
+        step = self._loop_steps.get(loop.path)
+        if step is not None:
+            self._would_stop[turn.index] = _would_stop(step.until, view)
 
     def _breakpoint(self, turn: Turn) -> bool:
         return bool(self._break_reasons.get(turn.index))
@@ -402,29 +394,29 @@ class Stepper(widgets.VBox):
         for fn in self.break_conditions:
             try:
                 if call_condition(fn, view, state):
-                    return f"condition {_label(fn)}"
+                    return f"condition {callable_name(fn)}"
             except Exception as exc:
-                return f"condition {_label(fn)} raised {_exception_text(exc)}"
-        expression = self.break_expression.strip()
-        if expression:
-            try:
-                code = self._compile(expression)
-                scope = {**_names(), "turn": turn, "ctx": view, "state": state}
-                if eval(code, scope):
-                    return f"condition {expression}"
-            except Exception as exc:
-                return f"condition {expression} raised {_exception_text(exc)}"
-        return None
+                return f"condition {callable_name(fn)} raised {views.exception_text(exc)}"
+        return self._check_expression(turn, view, state)
 
-    def _compile(self, expression: str) -> Any:
-        if self._compiled is None or self._compiled[0] != expression:
-            self._compiled = (expression, compile(expression, "<break when>", "eval"))
-        return self._compiled[1]
+    def _check_expression(self, turn: Turn, view: Any, state: Any) -> str | None:
+        expression = self.break_expression.strip()
+        if not expression:
+            return None
+        try:
+            if self._compiled is None or self._compiled[0] != expression:
+                self._compiled = (expression, compile(expression, "<break when>", "eval"))
+            scope = {**_names(), "turn": turn, "ctx": view, "state": state}
+            if eval(self._compiled[1], scope):
+                return f"condition {expression}"
+        except Exception as exc:
+            return f"condition {expression} raised {views.exception_text(exc)}"
+        return None
 
     def _condition(self, expression: str) -> Any:
         return eval(compile(expression, "<what-if>", "eval"), _names())
 
-    # -- rendering ----------------------------------------------------------------------
+    # -- the controls -------------------------------------------------------------------
 
     def _build(self) -> None:
         button = widgets.Button
@@ -455,7 +447,7 @@ class Stepper(widgets.VBox):
             placeholder="break when… e.g. turn.info.tool_name == 'search'",
             layout={"width": "360px"},
         )
-        self.live_label = widgets.HTML(_LIVE_LABEL)
+        self.live_label = widgets.HTML(views.LIVE_LABEL)
         self.live_text = widgets.Textarea(
             disabled=True, rows=3, layout={"width": "100%"}, placeholder="(streamed text)"
         )
@@ -495,7 +487,7 @@ class Stepper(widgets.VBox):
             ]
         )
         what_if = widgets.HBox([self.what_if_text, self.what_if_button])
-        views = widgets.HBox([self.frame_html, self.chart], layout={"flex_flow": "row wrap"})
+        tables = widgets.HBox([self.frame_html, self.chart], layout={"flex_flow": "row wrap"})
         rows: list[widgets.Widget] = [
             self.header,
             controls,
@@ -506,7 +498,7 @@ class Stepper(widgets.VBox):
             self.live_label,
             self.live_text,
             breaks,
-            views,
+            tables,
             what_if,
             self.what_if_html,
         ]
@@ -539,6 +531,8 @@ class Stepper(widgets.VBox):
         self.forward_button.disabled = self.position >= n - 1
         self.slider.disabled = n == 0
 
+    # -- the views ----------------------------------------------------------------------
+
     def _refresh(self, *, follow: bool) -> None:
         """Bring every view up to date with the session (after an action, or at start)."""
         self._sync_turns()
@@ -556,8 +550,14 @@ class Stepper(widgets.VBox):
             self._render_turn(self.position)
         else:
             self._render_empty()
-        self._render_header()
-        self._render_error()
+        hit = self.breakpoint_hit
+        reason = self._break_reasons.get(hit, "") if hit is not None else ""
+        self.header.value = views.header_html(
+            session.workflow.name, self.status, self.turn_count, hit=hit, reason=reason
+        )
+        run = session.result
+        failed = run.error if run.status == "failed" and run.error else ""
+        self.error_html.value = views.error_html(self._error or failed)
         if not self._busy:
             self._schedule_chart()
 
@@ -573,90 +573,32 @@ class Stepper(widgets.VBox):
             self.slider.max = max(0, n - 1)
         self.turn_count = n
 
-    def _render_header(self) -> None:
-        color = _COLORS.get(self.status, "#777")
-        badge = (
-            f'<span style="padding:0 6px;border-radius:8px;color:#fff;background:{color}">'
-            f"{_html.escape(self.status)}</span>"
-        )
-        hit = ""
-        if self.breakpoint_hit is not None:
-            reason = self._break_reasons.get(self.breakpoint_hit, "")
-            hit = f" · <b>breakpoint</b> at turn {self.breakpoint_hit}: {_html.escape(reason)}"
-        self.header.value = (
-            f'<div class="thena-stepper-header"><b>Stepper</b> · workflow '
-            f"<b>{_html.escape(self.session.workflow.name)}</b> · {badge} · "
-            f"{self.turn_count} turns{hit}</div>"
-        )
-
-    def _render_error(self) -> None:
-        text = self._error
-        run = self.session.result
-        if not text and run.status == "failed" and run.error:
-            text = run.error
-        self.error_html.value = (
-            f'<pre class="thena-stepper-error" style="{_PRE};color:#d62728">'
-            f"{_html.escape(text)}</pre>"
-            if text
-            else ""
-        )
-
     def _render_empty(self) -> None:
         self.position = -1
-        self.position_html.value = "<i>no turns yet: Step or Run to start</i>"
+        self.position_html.value = views.EMPTY_POSITION
         self.turn_html.value = ""
         self.frame_html.value = ""
         self._frame_key = None
         self._render_controls()
 
     def _render_turn(self, index: int) -> None:
-        """Show turn `index`: its panel, the position line and the frame window."""
-        turn = self.session.result.turns[index]
-        parts = ['<div class="thena-stepper-turn">', _html.turn_html(turn)]
-        verdict = self._would_stop.get(index)
-        if verdict is not None:
-            parts.append(f"<div class='thena-would-stop'>{verdict}</div>")
-        reason = self._break_reasons.get(index)
-        if reason:
-            parts.append(f"<div><b>breakpoint</b>: {_html.escape(reason)}</div>")
-        parts.append("</div>")
-        self.turn_html.value = "".join(parts)
-        self.position_html.value = self._position_line(turn)
-        self._render_frame(index)
-        self._render_controls()
-
-    def _position_line(self, turn: Turn) -> str:
-        n = len(self.session.result.turns)
-        items = [
-            f"turn {turn.index} ({turn.index + 1} of {n})",
-            f"step <code>{_html.escape(turn.step_path)}</code>",
-        ]
-        limits = self._limits.get(turn.index)
-        if turn.iteration is None:
-            items.append("not in a loop")
-        else:
-            max_iterations, max_fails = limits if limits else ("?", "?")
-            fails = "off" if max_fails == float("inf") else max_fails
-            items.append(f"loop iteration {turn.iteration} of {max_iterations}")
-            items.append(f"consecutive fails {turn.consecutive_fails} of {fails}")
-        tokens = self._tokens[turn.index] if turn.index < len(self._tokens) else 0
-        items.append(f"tokens so far {tokens}")
-        text = " · ".join(items)
-        return f'<div class="thena-stepper-position">{text}</div>'
-
-    def _render_frame(self, index: int) -> None:
-        hi = index + 1
-        lo = max(0, hi - FRAME_ROWS)
-        if self._frame_key == (lo, hi):
-            return
-        from thena_nb.notebook.frames import frame_html, turn_frame
-
+        """Show turn `index`: its card, the position line and the frame window."""
         turns = self.session.result.turns
-        table = frame_html(turn_frame(turns[lo:hi]), max_rows=FRAME_ROWS)
-        self.frame_html.value = (
-            f'<div class="thena-stepper-frame"><div>turns {lo}–{hi - 1}</div>{table}</div>'
+        turn = turns[index]
+        self.turn_html.value = views.turn_card_html(
+            turn,
+            would_stop=self._would_stop.get(index),
+            break_reason=self._break_reasons.get(index),
         )
-        self._frame_key = (lo, hi)
+        tokens = self._tokens[index] if index < len(self._tokens) else 0
+        self.position_html.value = views.position_html(
+            turn, len(turns), limits=self._limits.get(index), tokens=tokens
+        )
+        window = views.frame_window(index, FRAME_ROWS)
+        if window != self._frame_key:
+            self.frame_html.value = views.frame_table_html(turns, *window, rows=FRAME_ROWS)
+            self._frame_key = window
+        self._render_controls()
 
     def _schedule_chart(self) -> None:
         """Redraw the failure chart soon, in a worker thread, unless another action starts.
@@ -675,7 +617,7 @@ class Stepper(widgets.VBox):
         if self.chart_delay > 0:
             await asyncio.sleep(self.chart_delay)
         run = self.session.result
-        loops = run.loops[-_CHART_LOOPS:]
+        loops = run.loops[-views.CHART_LOOPS :]
         key = (len(run.turns), tuple((n.path, n.iterations, n.stop_reason) for n in loops))
         if key == self._chart_key:
             return
@@ -685,9 +627,8 @@ class Stepper(widgets.VBox):
             return
         turns = list(run.turns)
         # The run goes on while the worker draws: it gets copies that will not change.
-        frozen = [_frozen_loop(node, len(turns)) for node in loops]
-        png = await asyncio.to_thread(_chart_png, turns, frozen)
-        self.chart.value = png
+        frozen = [views.frozen_loop(node, len(turns)) for node in loops]
+        self.chart.value = await asyncio.to_thread(views.chart_png, turns, frozen)
         self.chart.layout.display = None
         self._chart_key = key
 
@@ -709,6 +650,34 @@ class _TurnView:
         return getattr(self._ctx, name)
 
 
+def _loop_steps(session: Session) -> dict[str, LoopStep]:
+    """The workflow's loops by step path, where `OpenLoop.path` finds its `until`."""
+    wf = session.workflow
+    return {path: step for path, step in walk(wf.steps, wf.name) if isinstance(step, LoopStep)}
+
+
+def _enclosing(loops: Sequence[OpenLoop], step_path: str) -> int | None:
+    """The depth in `loops` of the innermost one that `step_path` runs in, if any."""
+    for depth in range(len(loops) - 1, -1, -1):
+        if step_path.startswith(loops[depth].path + "/"):
+            return depth
+    return None
+
+
+def _where(loops: Sequence[OpenLoop]) -> _Where:
+    return tuple((loop.path, loop.iteration) for loop in loops)
+
+
+def _would_stop(until: Callable[..., Any], view: Any) -> str:
+    try:
+        verdict: bool | BaseException = bool(
+            call_condition(until, view, getattr(view, "state", None))
+        )
+    except Exception as exc:
+        verdict = exc
+    return views.would_stop_html(callable_name(until), verdict)
+
+
 def _close_tree(widget: widgets.Widget) -> None:
     for child in getattr(widget, "children", ()):
         _close_tree(child)
@@ -720,63 +689,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _frozen_loop(node: ReportNode, turn_count: int) -> ReportNode:
-    """What the chart reads of a loop node, copied as it is now."""
-    indexes = [i for i in node.turn_indexes() if i < turn_count]
-    agent = ReportNode(kind="agent", name="turns", path=node.path, turns=indexes)
-    return node.model_copy(update={"children": [agent]})
-
-
-def _chart_png(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> bytes:
-    from thena_nb.notebook.charts import failure_chart
-
-    figure = failure_chart(turns, loops)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=72)
-    return buffer.getvalue()
-
-
-def _would_stop(until: Callable[..., Any], view: Any) -> str:
-    label = f"until <code>{_html.escape(_label(until))}</code> would stop"
-    try:
-        verdict = bool(call_condition(until, view, getattr(view, "state", None)))
-    except Exception as exc:
-        return f"{label}: <span style='color:#d62728'>{_html.escape(_exception_text(exc))}</span>"
-    return f"{label}: <b>{'yes' if verdict else 'no'}</b>"
-
-
-def _keyed_loops(run: Run) -> dict[str, ReportNode]:
-    """The run's loop nodes under the keys `run.what_if` uses (`path`, `path#2`, ...)."""
-    seen: Counter[str] = Counter()
-    out: dict[str, ReportNode] = {}
-    for node in run.loops:
-        seen[node.path] += 1
-        out[node.path if seen[node.path] == 1 else f"{node.path}#{seen[node.path]}"] = node
-    return out
-
-
-def _what_if_html(label: str, run: Run, answers: dict[str, WhatIf]) -> str:
-    if not answers:
-        return "<div class='thena-what-if'>the run has no loops yet</div>"
-    nodes = _keyed_loops(run)
-    rows = []
-    for key, answer in answers.items():
-        node, iteration = nodes[key], answer.iteration
-        recorded = f"recorded: {node.iterations} iterations, stop reason {node.stop_reason}"
-        if iteration is None:
-            verdict = f"would not have stopped in the {node.iterations} recorded iterations"
-        else:
-            verdict = f"would have stopped after iteration <b>{iteration}</b>"
-        rows.append(
-            f"<li><code>{_html.escape(key)}</code>: {verdict} "
-            f"<span style='color:#777'>({_html.escape(recorded)})</span></li>"
-        )
-    return (
-        f"<div class='thena-what-if'>what if until = <code>{_html.escape(label)}</code>"
-        f"<ul style='margin:2px 0'>{''.join(rows)}</ul></div>"
-    )
 
 
 def _names() -> dict[str, Any]:
@@ -792,23 +704,3 @@ def _names() -> dict[str, Any]:
         pass
     names.update({name: getattr(thena_nb, name) for name in thena_nb.__all__})
     return names
-
-
-def _label(fn: Any) -> str:
-    name = getattr(fn, "name", None) or getattr(fn, "__name__", None)
-    return str(name) if name else repr(fn)
-
-
-def _exception_text(exc: BaseException) -> str:
-    return "".join(traceback.format_exception_only(exc)).strip()
-
-
-def _error_html(where: str, exc: BaseException) -> str:
-    return (
-        f"<pre class='thena-stepper-error' style='{_PRE};color:#d62728'>"
-        f"{_html.escape(where)}: {_html.escape(_exception_text(exc))}</pre>"
-    )
-
-
-def _step_at(workflow: Any, path: str) -> Any:
-    return next((step for p, step in walk(workflow.steps, workflow.name) if p == path), None)

@@ -1,0 +1,241 @@
+"""What the Stepper shows, as functions of plain data: each returns HTML text or PNG bytes.
+
+The header, the position line, the turn card, the frame window, the what-if answer, error
+boxes, the live label and the failure chart. Nothing here holds state or touches a widget or
+a session: `stepper.py` decides what to show and when, these say how it looks. Every text a
+model, a tool or a user wrote goes through `_html.escape`.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+from thena_nb.core import _html
+from thena_nb.core.report import ReportNode
+from thena_nb.core.types import Turn
+
+__all__ = [
+    "CHART_LOOPS",
+    "EMPTY_POSITION",
+    "LIVE_LABEL",
+    "answering_html",
+    "calling_html",
+    "chart_png",
+    "error_html",
+    "exception_text",
+    "frame_table_html",
+    "frame_window",
+    "frozen_loop",
+    "header_html",
+    "position_html",
+    "turn_card_html",
+    "what_if_html",
+    "would_stop_html",
+]
+
+LIVE_LABEL = "model text (live, while a turn runs)"
+"""The label over the live text box while no turn is running."""
+EMPTY_POSITION = "<i>no turns yet: Step or Run to start</i>"
+"""The position line before the first turn."""
+CHART_LOOPS = 6
+"""The chart draws at most the last this-many loop nodes (a nested loop adds one per run)."""
+_CHART_DPI = 72
+_STATUS_COLORS = {
+    "new": "#777",
+    "paused": "#1f77b4",
+    "running": "#1f77b4",
+    "finished": "#2ca02c",
+    "stopped": "#ff7f0e",
+    "budget": "#ff7f0e",
+    "failed": "#d62728",
+}
+_RED = "#d62728"
+_PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
+
+
+class _Answer(Protocol):
+    """What `what_if_html` reads of one answer of `run.what_if`."""
+
+    @property
+    def iteration(self) -> int | None: ...
+
+
+def exception_text(exc: BaseException) -> str:
+    """`Type: message`, the last line of the exception's traceback."""
+    return "".join(traceback.format_exception_only(exc)).strip()
+
+
+def header_html(
+    workflow: str, status: str, turn_count: int, *, hit: int | None, reason: str
+) -> str:
+    """The top line: workflow, a status badge, the turn count and the breakpoint that paused.
+
+    Args:
+        workflow: The workflow's name.
+        status: The Stepper's `status`.
+        turn_count: Turns recorded so far.
+        hit: The turn whose breakpoint paused the run, or `None`.
+        reason: Why that breakpoint held.
+    """
+    color = _STATUS_COLORS.get(status, "#777")
+    badge = (
+        f'<span style="padding:0 6px;border-radius:8px;color:#fff;background:{color}">'
+        f"{_html.escape(status)}</span>"
+    )
+    tail = ""
+    if hit is not None:
+        tail = f" · <b>breakpoint</b> at turn {hit}: {_html.escape(reason)}"
+    return (
+        f'<div class="thena-stepper-header"><b>Stepper</b> · workflow '
+        f"<b>{_html.escape(workflow)}</b> · {badge} · {turn_count} turns{tail}</div>"
+    )
+
+
+def error_html(text: str) -> str:
+    """An error box with `text` in it, or `""` when there is no text."""
+    if not text:
+        return ""
+    return (
+        f'<pre class="thena-stepper-error" style="{_PRE};color:{_RED}">{_html.escape(text)}</pre>'
+    )
+
+
+def turn_card_html(turn: Turn, *, would_stop: str | None, break_reason: str | None) -> str:
+    """One turn's card: the turn itself, the loop's `until` verdict and the breakpoint.
+
+    Args:
+        turn: The turn shown.
+        would_stop: `would_stop_html` of the turn's loop, or `None` outside loops.
+        break_reason: Why a breakpoint held after this turn, if one did.
+    """
+    parts = ['<div class="thena-stepper-turn">', _html.turn_html(turn)]
+    if would_stop is not None:
+        parts.append(f"<div class='thena-would-stop'>{would_stop}</div>")
+    if break_reason:
+        parts.append(f"<div><b>breakpoint</b>: {_html.escape(break_reason)}</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def would_stop_html(label: str, verdict: bool | BaseException) -> str:
+    """Whether the loop's `until` (named `label`) held after a turn, or what it raised."""
+    head = f"until <code>{_html.escape(label)}</code> would stop"
+    if isinstance(verdict, BaseException):
+        return f"{head}: <span style='color:{_RED}'>{_html.escape(exception_text(verdict))}</span>"
+    return f"{head}: <b>{'yes' if verdict else 'no'}</b>"
+
+
+def position_html(
+    turn: Turn, turn_count: int, *, limits: tuple[int, float] | None, tokens: int
+) -> str:
+    """Where the shown turn is: its place, step, loop iteration, fail streak and tokens.
+
+    Args:
+        turn: The turn shown.
+        turn_count: Turns recorded so far.
+        limits: The loop's `(max_iterations, max_fails)` when the turn ran, if known.
+        tokens: Input plus output tokens of the run up to and including this turn.
+    """
+    items = [
+        f"turn {turn.index} ({turn.index + 1} of {turn_count})",
+        f"step <code>{_html.escape(turn.step_path)}</code>",
+    ]
+    if turn.iteration is None:
+        items.append("not in a loop")
+    else:
+        max_iterations, max_fails = limits if limits else ("?", "?")
+        items.append(f"loop iteration {turn.iteration} of {max_iterations}")
+        items.append(f"consecutive fails {turn.consecutive_fails} of {_fails_limit(max_fails)}")
+    items.append(f"tokens so far {tokens}")
+    return f'<div class="thena-stepper-position">{" · ".join(items)}</div>'
+
+
+def _fails_limit(max_fails: float | str) -> str:
+    # `max_fails` arrives as a float (`5.0`); it is shown as the user wrote it, `inf` as off.
+    if isinstance(max_fails, str):
+        return max_fails
+    if math.isinf(max_fails):
+        return "off"
+    return str(int(max_fails)) if float(max_fails).is_integer() else str(max_fails)
+
+
+def frame_window(index: int, rows: int) -> tuple[int, int]:
+    """The `(lo, hi)` slice of turns the frame shows: `rows` turns up to and including `index`."""
+    hi = index + 1
+    return max(0, hi - rows), hi
+
+
+def frame_table_html(turns: Sequence[Turn], lo: int, hi: int, *, rows: int) -> str:
+    """The turn frame of `turns[lo:hi]` as a table under a `turns lo–hi` line (needs pandas)."""
+    from thena_nb.notebook import frames
+
+    table = frames.frame_html(frames.turn_frame(turns[lo:hi]), max_rows=rows)
+    return f'<div class="thena-stepper-frame"><div>turns {lo}–{hi - 1}</div>{table}</div>'
+
+
+def what_if_html(label: str, loops: Sequence[ReportNode], answers: Mapping[str, _Answer]) -> str:
+    """The answer of `run.what_if`: for each loop, where it would have stopped.
+
+    Args:
+        label: The condition's name.
+        loops: The run's loop nodes (`run.loops`), in the order `answers` has them.
+        answers: `run.what_if(until)`, one entry per loop node.
+    """
+    if not answers:
+        return "<div class='thena-what-if'>the run has no loops yet</div>"
+    rows = [
+        _what_if_row(key, node, answer.iteration) for key, node, answer in _keyed(loops, answers)
+    ]
+    return (
+        f"<div class='thena-what-if'>what if until = <code>{_html.escape(label)}</code>"
+        f"<ul style='margin:2px 0'>{''.join(rows)}</ul></div>"
+    )
+
+
+def _keyed(
+    loops: Sequence[ReportNode], answers: Mapping[str, _Answer]
+) -> Iterable[tuple[str, ReportNode, _Answer]]:
+    # `run.what_if` answers every loop node in `run.loops` order, keying a loop that ran
+    # again (inside another loop) `path#2`, `path#3`, ...
+    for (key, answer), node in zip(answers.items(), loops, strict=True):
+        assert key.partition("#")[0] == node.path, (key, node.path)
+        yield key, node, answer
+
+
+def _what_if_row(key: str, node: ReportNode, iteration: int | None) -> str:
+    recorded = f"recorded: {node.iterations} iterations, stop reason {node.stop_reason}"
+    if iteration is None:
+        verdict = f"would not have stopped in the {node.iterations} recorded iterations"
+    else:
+        verdict = f"would have stopped after iteration <b>{iteration}</b>"
+    return (
+        f"<li><code>{_html.escape(key)}</code>: {verdict} "
+        f"<span style='color:#777'>({_html.escape(recorded)})</span></li>"
+    )
+
+
+def answering_html(agent: str | None) -> str:
+    """The live label while `agent`'s model call runs."""
+    return f"<b>{_html.escape(agent)}</b> is answering…"
+
+
+def calling_html(agent: str | None, tool: str) -> str:
+    """The live label while `agent`'s call of `tool` runs."""
+    return f"<b>{_html.escape(agent)}</b> calls <code>{_html.escape(tool)}</code>…"
+
+
+def frozen_loop(node: ReportNode, turn_count: int) -> ReportNode:
+    """What the chart reads of a loop node, copied as it is now (the run goes on meanwhile)."""
+    indexes = [i for i in node.turn_indexes() if i < turn_count]
+    agent = ReportNode(kind="agent", name="turns", path=node.path, turns=indexes)
+    return node.model_copy(update={"children": [agent]})
+
+
+def chart_png(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> bytes:
+    """The failure chart of `loops` as PNG bytes (needs matplotlib; runs in a worker thread)."""
+    from thena_nb.notebook.charts import failure_chart, figure_png
+
+    return figure_png(failure_chart(turns, loops), dpi=_CHART_DPI)
