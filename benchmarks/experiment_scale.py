@@ -25,7 +25,7 @@ from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.store import MemoryRunStore
-from thena_nb.experiment import run_experiment
+from thena_nb.experiments import run_experiment
 from thena_nb.models import FunctionModel, ModelRequest, Reply, reply
 
 DELAY_S = 0.05
