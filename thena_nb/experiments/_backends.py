@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from thena_nb.core.report import Run
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._gate import Gate, gated
-from thena_nb.experiments._plan import Job, Plan
+from thena_nb.experiments._plan import Done, Job, Plan
 
-__all__ = ["Done", "run_local", "run_ray"]
-
-Done = Callable[[Job, Run], None]
-"""Called with each job and its run as the run ends."""
-
+__all__ = ["run_local", "run_ray"]
 
 # -- local backend -----------------------------------------------------------------------
 

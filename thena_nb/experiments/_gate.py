@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
-from collections.abc import Callable
 from typing import Any
 
 from thena_nb.core.agent import Agent
+from thena_nb.core.changes import apply_changes
 from thena_nb.core.errors import TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.steps import LoopStep, ParallelStep
+from thena_nb.core.steps import walk
 from thena_nb.core.workflow import Workflow
 
 __all__ = ["Gate", "GatedModel", "gated"]
@@ -63,35 +62,13 @@ class GatedModel:
 
 
 def gated(workflow: Workflow, gate: Gate) -> Workflow:
-    """A copy of `workflow` whose agents call their models through `gate`."""
-    wrapped: dict[int, GatedModel] = {}
-
-    def wrap(agent: Agent) -> Agent:
-        model = agent.model
-        if id(model) not in wrapped:
-            wrapped[id(model)] = GatedModel(model, gate)
-        return agent.replace(model=wrapped[id(model)])
-
-    return _map_agents(workflow, wrap)
-
-
-def _rebuilt(workflow: Workflow, steps: list[Any]) -> Workflow:
-    return Workflow(
-        workflow.name, steps, state=workflow.state, budget=workflow.budget, retry=workflow.retry
-    )
-
-
-def _map_agents(workflow: Workflow, fn: Callable[[Agent], Agent]) -> Workflow:
-    """A copy of `workflow` with every agent replaced by `fn(agent)` (once per agent)."""
-    memo: dict[int, Agent] = {}
-
-    def walk(step: Any) -> Any:
+    """A copy of `workflow` whose agents call their models through `gate` (one wrapper per
+    model, so agents that share a model share its wrapper)."""
+    wrappers: dict[int, GatedModel] = {}
+    changes: dict[str, dict[str, Any]] = {}
+    for path, step in walk(workflow.steps, workflow.name):
         if isinstance(step, Agent):
-            if id(step) not in memo:
-                memo[id(step)] = fn(step)
-            return memo[id(step)]
-        if isinstance(step, LoopStep | ParallelStep):
-            return dataclasses.replace(step, steps=tuple(walk(s) for s in step.steps))
-        return step
-
-    return _rebuilt(workflow, [walk(s) for s in workflow.steps])
+            if id(step.model) not in wrappers:
+                wrappers[id(step.model)] = GatedModel(step.model, gate)
+            changes[path] = {"model": wrappers[id(step.model)]}
+    return apply_changes(workflow, changes)

@@ -13,10 +13,10 @@ from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
 from thena_nb.core.report import Run
-from thena_nb.core.steps import LoopStep, ParallelStep
+from thena_nb.core.steps import LoopStep, ParallelStep, walk
 from thena_nb.core.workflow import Workflow
 
-__all__ = ["BASE_VARIANT", "Backend", "Job", "Plan", "fingerprint", "reuse_finished"]
+__all__ = ["BASE_VARIANT", "Backend", "Done", "Job", "Plan", "fingerprint", "reuse_finished"]
 
 Backend = Literal["local", "ray"]
 
@@ -35,6 +35,10 @@ class Job:
     input: str
     variant: str
     run_id: str
+
+
+Done = Callable[[Job, Run], None]
+"""Called with each job and its run as the run ends (or is found finished in the store)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,62 +79,76 @@ class Plan:
         chosen: dict[str, Changes] = dict(variants) if variants else {BASE_VARIANT: {}}
         # Every variant is built (and checked) before anything runs.
         built = {name: apply_changes(workflow, changes) for name, changes in chosen.items()}
-        prints = {name: fingerprint(wf) for name, wf in built.items()}
-        seen: Counter[str] = Counter()
-        jobs: list[Job] = []
-        for text in texts:
-            occurrence = seen[text]
-            seen[text] += 1
-            for name in chosen:
-                run_id = _run_id(workflow.name, name, prints[name], text, occurrence)
-                jobs.append(Job(len(jobs), text, name, run_id))
+        jobs = _jobs(workflow.name, texts, built)
         return cls(workflow, texts, chosen, built, jobs, concurrency, backend)
 
 
-def _run_id(workflow_name: str, variant: str, fingerprint: str, input: str, occurrence: int) -> str:
+def _jobs(workflow_name: str, inputs: list[str], variants: Mapping[str, Workflow]) -> list[Job]:
+    """One job per input and variant, in (input, variant) order; an input given twice is two
+    runs (each with an id of its own)."""
+    fingerprints = {name: fingerprint(wf) for name, wf in variants.items()}
+    seen: Counter[str] = Counter()
+    jobs: list[Job] = []
+    for text in inputs:
+        occurrence = seen[text]
+        seen[text] += 1
+        for name, digest in fingerprints.items():
+            run_id = _run_id(workflow_name, name, digest, text, occurrence)
+            jobs.append(Job(len(jobs), text, name, run_id))
+    return jobs
+
+
+def _run_id(workflow_name: str, variant: str, digest: str, input: str, occurrence: int) -> str:
     """The same run of the same experiment gets the same id, in any process."""
-    key = f"{workflow_name}\x1f{variant}\x1f{fingerprint}\x1f{occurrence}\x1f{input}"
+    key = f"{workflow_name}\x1f{variant}\x1f{digest}\x1f{occurrence}\x1f{input}"
     return hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
+
+
+_END = b"\x1d"
+"""Ends a step and the steps inside it, so `[loop([a]), b]` and `[loop([a, b])]` differ."""
 
 
 def fingerprint(workflow: Workflow) -> str:
     """What a run of `workflow` depends on besides its input: agents, loops, functions."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(repr((workflow.name, _label(workflow.state))).encode())
+    h.update(repr((workflow.name, _qualified_name(workflow.state))).encode())
     if workflow.budget is not None:
         h.update(workflow.budget.model_dump_json().encode())
-
-    def walk(step: Any) -> None:
-        if isinstance(step, Agent):
-            h.update(step.key.encode())
-            h.update(repr((step.output_field, step.rescue, step.parallel_tools)).encode())
-        elif isinstance(step, LoopStep):
-            h.update(
-                repr(
-                    (
-                        "loop",
-                        _label(step.until),
-                        step.max_iterations,
-                        step.max_fails,
-                        _label(step.on_fail),
-                        _label(step.on_exhausted),
-                    )
-                ).encode()
-            )
-        elif isinstance(step, ParallelStep):
-            h.update(b"parallel")
-        else:
-            h.update(repr(("function", _label(step))).encode())
-        for child in getattr(step, "steps", ()):
-            walk(child)
-        h.update(b"\x1d")
-
-    for step in workflow.steps:
-        walk(step)
+    open_paths: list[str] = []  # the step just hashed and the steps it is inside
+    for path, step in walk(workflow.steps, workflow.name):
+        while open_paths and not path.startswith(open_paths[-1] + "/"):  # not inside it
+            open_paths.pop()
+            h.update(_END)
+        h.update(_step_bytes(step))
+        open_paths.append(path)
+    h.update(_END * len(open_paths))
     return h.hexdigest()
 
 
-def _label(fn: Any) -> str:
+def _step_bytes(step: Any) -> bytes:
+    match step:
+        case Agent():
+            own = repr((step.output_field, step.rescue, step.parallel_tools))
+            return (step.key + own).encode()
+        case LoopStep():
+            loop = (
+                "loop",
+                _qualified_name(step.until),
+                step.max_iterations,
+                step.max_fails,
+                _qualified_name(step.on_fail),
+                _qualified_name(step.on_exhausted),
+            )
+            return repr(loop).encode()
+        case ParallelStep():
+            return b"parallel"
+        case _:
+            return repr(("function", _qualified_name(step))).encode()
+
+
+def _qualified_name(fn: Any) -> str:
+    """A stop condition's or tool's `name`, else `module.qualname`: unlike `callable_name`, it
+    tells apart two functions that are both called `check`."""
     if fn is None:
         return ""
     name = getattr(fn, "name", None)
@@ -139,9 +157,7 @@ def _label(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-async def reuse_finished(
-    jobs: list[Job], store: Any, done: Callable[[Job, Run], None]
-) -> list[Job]:
+async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
     """Hand the runs the store already finished to `done`; return the jobs still to run."""
     if store is None or not jobs:
         return list(jobs)
