@@ -14,6 +14,7 @@ from thena_nb.experiments._plan import Done, Job, Plan
 
 __all__ = ["run_local", "run_ray"]
 
+
 # -- local backend -----------------------------------------------------------------------
 
 

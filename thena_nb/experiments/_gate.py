@@ -25,10 +25,13 @@ class Gate:
         self.slowdowns = 0
 
     async def wait(self) -> None:
+        """Return once the gate is open (at once when it is)."""
         while (delay := self.opens_at - time.monotonic()) > 0:
             await asyncio.sleep(delay)
 
     def close_for(self, seconds: float | None) -> None:
+        """Close the gate for `seconds` (the rate limit's `retry_after`), or for the retry
+        policy's first delay when the limit gave none; closing an open gate is a slowdown."""
         until = time.monotonic() + (self.fallback_wait if seconds is None else seconds)
         if until > self.opens_at:
             if self.opens_at <= time.monotonic():
@@ -46,6 +49,7 @@ class GatedModel:
         self._gate = gate
 
     async def respond(self, request: ModelRequest) -> Reply:
+        """The wrapped model's reply, asked for once the gate is open."""
         await self._gate.wait()
         try:
             reply: Reply = await self.model.respond(request)

@@ -91,10 +91,11 @@ async def arun_experiment(
 async def _execute(
     exp: Experiment, plan: Plan, *, store: Any, progress: bool, ray_address: str | None
 ) -> Experiment:
+    """Fill `exp` with the plan's runs: first those the store finished, then the rest."""
     started = time.perf_counter()
     runs_store = resolve_store(store)
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
-    gate = Gate(plan.workflow.retry.initial_delay)  # shared by local runs; Ray's run apart
+    gate = Gate(plan.workflow.retry.initial_delay)  # local runs share it; Ray tasks go without
 
     def done(job: Job, run: Run) -> None:
         run.workflow = plan.variant_workflows[job.variant]
