@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.experiment import run_experiment
+from thena_nb.experiments import run_experiment
 from thena_nb.models import FunctionModel, ModelRequest, Reply, reply
 from thena_nb.store import MemoryRunStore
 

@@ -28,7 +28,7 @@ import thena_nb
 PACKAGE = Path(thena_nb.__file__).parent
 HEAVY = ["IPython", "ipywidgets", "pandas", "matplotlib", "anthropic", "openai"]
 FACES = ("thena_nb", "thena_nb.store", "thena_nb.rescue")
-UPPER = ("thena_nb.models", "thena_nb.notebook", "thena_nb.experiments", "thena_nb.experiment")
+UPPER = ("thena_nb.models", "thena_nb.notebook", "thena_nb.experiments")
 PORTALS = "thena_nb.core._portals"
 
 

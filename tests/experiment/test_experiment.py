@@ -13,7 +13,7 @@ import pytest
 from thena_nb import Agent, Workflow, loop, max_tool_calls, tool, until_answered
 from thena_nb.core.errors import TransientModelError
 from thena_nb.core.types import RetryPolicy
-from thena_nb.experiment import Experiment, arun_experiment, grid, run_experiment
+from thena_nb.experiments import Experiment, arun_experiment, grid, run_experiment
 from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from thena_nb.store import MemoryRunStore
 
@@ -207,13 +207,13 @@ async def test_cancelling_keeps_the_finished_runs_and_a_rerun_reuses_them() -> N
 
 def test_keyboard_interrupt_hands_back_the_experiment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sync form attaches the partial experiment to the interrupt (`exc.experiment`)."""
-    import thena_nb.experiment as experiment
+    import thena_nb.experiments._runner as runner
 
     def interrupted(coro: Any) -> Any:
         coro.close()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(experiment, "run_sync", interrupted)
+    monkeypatch.setattr(runner, "run_sync", interrupted)
     with pytest.raises(KeyboardInterrupt) as caught:
         run_experiment(review_workflow(ScriptedModel(["x"])), INPUTS, store=False, progress=False)
     exp = caught.value.experiment  # type: ignore[attr-defined]

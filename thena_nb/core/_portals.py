@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from thena_nb.core.session import Session
     from thena_nb.core.store.base import RunStore
     from thena_nb.core.types import Turn
-    from thena_nb.experiment import Experiment
+    from thena_nb.experiments import Experiment
     from thena_nb.notebook.stepper import Stepper
 
 __all__ = [
@@ -68,7 +68,7 @@ def stepper(session: Session) -> Stepper:
 
 def run_experiment(*args: Any, **kwargs: Any) -> Experiment:
     """`wf.map(...)`: an experiment over inputs and variants (the experiments package)."""
-    from thena_nb.experiment import run_experiment as run
+    from thena_nb.experiments import run_experiment as run
 
     return run(*args, **kwargs)
 
