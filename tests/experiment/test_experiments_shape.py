@@ -14,8 +14,6 @@ NAME = "thena_nb.experiments"
 OPTIONAL = {"pandas", "ray", "tqdm", "ipywidgets"}
 """Optional dependencies: imported inside the function that needs them, never at the top."""
 
-MAX_FUNCTION_LINES = 60
-
 
 def parsed() -> dict[str, ast.Module]:
     """Every module of the package by its dotted name."""
@@ -35,23 +33,8 @@ def imported(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
-def length(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    return (fn.end_lineno or fn.lineno) - fn.lineno + 1
-
-
 def functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-
-
-def test_no_function_is_longer_than_60_lines() -> None:
-    """From the `def` line to the last line of the body, docstring included."""
-    long = [
-        f"{module}.{fn.name}: {length(fn)} lines"
-        for module, tree in parsed().items()
-        for fn in functions(tree)
-        if length(fn) > MAX_FUNCTION_LINES
-    ]
-    assert long == []
 
 
 def test_only_optional_dependencies_are_imported_inside_functions() -> None:
