@@ -1,11 +1,12 @@
-"""The only imports in the core that run upward, all of them lazy.
+"""The only imports in the core that run upward, and the core's only lazy imports.
 
 The core is the ground floor: it needs neither pandas, matplotlib, IPython nor ipywidgets,
-and `import thena_nb` loads none of them, nor `sqlite3`. A few core methods hand work to a
-floor above (`run.frame()` to the notebook layer, `wf.map()` to experiments, the default
-store to the SQLite store). Each such hand-off is one small function here that imports what
-it needs when it is first called, so the way up is in one place and nothing below imports
-it at load time. No other module of `thena_nb.core` imports inside a function.
+and `import thena_nb` loads none of them, nor `sqlite3`, nor the rescue readers. A few core
+methods hand work to a floor above (`run.frame()` to the notebook layer, `wf.map()` to
+experiments, the default store to the SQLite store), and a turn whose text may hold a tool
+call needs rescue. Each such hand-off is one small function here that imports what it needs
+when it is first called, so the way up is in one place and nothing imports it at load time.
+No other module of `thena_nb.core` imports inside a function.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from typing import TYPE_CHECKING, Any
 from thena_nb.core.errors import StoreError
 
 if TYPE_CHECKING:
+    from thena_nb.core.model import ToolSpec
     from thena_nb.core.report import ReportNode
+    from thena_nb.core.rescue import RescueScan
     from thena_nb.core.run import Run
     from thena_nb.core.session import Session
     from thena_nb.core.store.base import RunStore
+    from thena_nb.core.tools import Tool
     from thena_nb.core.types import Turn
     from thena_nb.experiments import Experiment
     from thena_nb.notebook.stepper import Stepper
@@ -32,9 +36,18 @@ __all__ = [
     "require_store",
     "run_experiment",
     "run_html",
+    "scan_tool_calls",
     "stepper",
     "turn_frame",
 ]
+
+
+def scan_tool_calls(text: str, tools: Sequence[Tool | ToolSpec], *, id_prefix: str) -> RescueScan:
+    """A turn's rescue (`core.rescue`): its readers and `json_repair` load with the first
+    text that needs them."""
+    from thena_nb.core.rescue import scan_tool_calls as scan
+
+    return scan(text, tools, id_prefix=id_prefix)
 
 
 def turn_frame(turns: Sequence[Turn]) -> Any:

@@ -20,10 +20,10 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from thena_nb.core import _portals
 from thena_nb.core._run_state import LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core.agent import Agent
@@ -31,7 +31,6 @@ from thena_nb.core.errors import TransientModelError
 from thena_nb.core.events import event
 from thena_nb.core.model import Model, ModelRequest, Reply
 from thena_nb.core.report import ReportNode
-from thena_nb.core.rescue import scan_tool_calls
 from thena_nb.core.tools import error_observation, run_tool_call
 from thena_nb.core.types import (
     HistoryView,
@@ -47,49 +46,39 @@ from thena_nb.core.types import (
 __all__ = ["take_turn"]
 
 
-@dataclass(slots=True)
-class _Asked:
-    """What the request phase settled: the key of the request, and the recorded turn a
-    replay serves for it (`None` when the turn goes live)."""
-
-    key: str
-    recorded: Turn | None
-
-
 async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     """Run one turn of `agent` at `at`, under the report node `node`."""
-    await gate(at)
-    asked = request(agent, at, node.path)
+    control = at.control
+    if control.checkpoint is not None and at.top_level:
+        await control.checkpoint("model")  # the gate opens with the session's pause point
+    gate(control)
+    key, recorded = request(agent, at, node.path)
     started_at, t0 = datetime.now(UTC), time.perf_counter()
     try:
-        reply, attempts = await model(agent, at, node.path, asked)
+        reply, attempts = await model(agent, at, node.path, recorded)
     except Exception as exc:
         node.error = f"{type(exc).__name__}: {exc}"
         note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {node.path!r}")
         raise
     history = at.scope.history
     first = len(history)
-    proposed = calls(agent, reply, asked.key)
-    history.append(_assistant_message(agent.name, reply.text, proposed))
-    done = await tools(agent, at, proposed, asked.recorded)
+    proposed = calls(agent, reply, key, history)
+    done = await tools(agent, at, proposed, recorded)
     at.control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
-    for call in done:
-        history.append(_tool_message(agent.name, call))
-    if asked.recorded is not None and at.control.replay is not None:
+    if recorded is not None and at.control.replay is not None:
         _restore_state(at.ctx.state, at.control.replay.state_after(len(at.scope.turns)))
+    failures = _count_failures(at.loops, done)  # S10: each open loop's streak after the calls
     timing = (started_at, time.perf_counter() - t0, attempts)
-    return await record(agent, at, node, asked, reply, done, timing, history[first:])
+    turn = _turn(agent, at, node.path, key, recorded, reply, done, timing)
+    return await record(agent, at, node, turn, done, first, failures)
 
 
 # -- gate ------------------------------------------------------------------------------------
 
 
-async def gate(at: Position) -> None:
-    """The pause point before a model call; then stop first, then budget (both are checked
-    before every model call)."""
-    control = at.control
-    if control.checkpoint is not None and at.top_level:
-        await control.checkpoint("model")
+def gate(control: RunControl) -> None:
+    """Before every model call, once the session's pause point has let the turn through
+    (`take_turn`): stop first, then budget."""
     if control.stop_requested:
         raise Halt("stop")
     if control.budget is not None:
@@ -101,15 +90,16 @@ async def gate(at: Position) -> None:
 # -- request ---------------------------------------------------------------------------------
 
 
-def request(agent: Agent, at: Position, path: str) -> _Asked:
-    """The request's key from the history as it stands, and what a replay serves for it."""
+def request(agent: Agent, at: Position, path: str) -> tuple[str, Turn | None]:
+    """The request's key from the history as it stands, and the recorded turn a replay
+    serves for it (`None` when the turn goes live)."""
     scope = at.scope
     key = scope.hasher.request_key(scope.history, agent.key)
     replay = at.control.replay
     recorded = None
     if replay is not None:
         recorded = replay.lookup(len(scope.turns), path, key, in_branch=not at.top_level)
-    return _Asked(key, recorded)
+    return key, recorded
 
 
 def model_request(
@@ -136,15 +126,15 @@ def model_request(
 # -- model -----------------------------------------------------------------------------------
 
 
-async def model(agent: Agent, at: Position, path: str, asked: _Asked) -> tuple[Reply, int]:
+async def model(agent: Agent, at: Position, path: str, recorded: Turn | None) -> tuple[Reply, int]:
     """The model's reply and the attempts it took; a recorded reply costs no call."""
     control = at.control
     usage = control.run.usage
-    if asked.recorded is not None:
+    if recorded is not None:
         # Usage describes the run's content, so a replay reproduces budget stops exactly;
         # `turn.replayed` (and `attempts == 0`) tells that no call was made.
         usage.__dict__["model_calls"] += 1
-        reply, attempts = _recorded_reply(asked.recorded), 0
+        reply, attempts = _recorded_reply(recorded), 0
     else:
         on_delta = _announce(control, path, agent.name) if control.subscribers else None
         sent = model_request(agent, at.scope.history, on_delta)
@@ -203,23 +193,35 @@ def _recorded_reply(turn: Turn) -> Reply:
 # -- calls -----------------------------------------------------------------------------------
 
 
-def calls(agent: Agent, reply: Reply, request_key: str) -> list[ToolCall]:
-    """The turn's calls: native ones, or else those rescued from the text (S21).
+def calls(agent: Agent, reply: Reply, request_key: str, history: list[Message]) -> list[ToolCall]:
+    """The turn's calls, native ones or else those rescued from the text (S21), and the
+    model's message with them added to the history.
 
     A rescued call's id comes from the request key and the call's position in the text, so
     a replay, which asks the same, gets the same ids whatever order parallel branches'
     model calls return in. A call to a `@tool(rescue=False)` tool is a failed call.
     """
     if reply.tool_calls:
-        return list(reply.tool_calls)
-    if not agent.rescue or not agent.tools or not reply.text:
-        return []
-    scan = scan_tool_calls(reply.text, agent.tools, id_prefix=f"rescued-{request_key[:12]}")
-    out = list(scan.calls)
-    for call in scan.refused:
-        error = error_observation(call.name, call.arguments, reason=call.error)
-        out.append(finished(call, error=error))
-    return out
+        proposed = list(reply.tool_calls)
+    elif not agent.rescue or not agent.tools or not reply.text:
+        proposed = []
+    else:
+        prefix = f"rescued-{request_key[:12]}"
+        scan = _portals.scan_tool_calls(reply.text, agent.tools, id_prefix=prefix)
+        proposed = list(scan.calls)
+        for call in scan.refused:
+            error = error_observation(call.name, call.arguments, reason=call.error)
+            proposed.append(finished(call, error=error))
+    message = {
+        "role": "assistant",
+        "content": reply.text,
+        "agent": agent.name,
+        "tool_calls": proposed,
+        "tool_call_id": None,
+        "is_error": False,
+    }
+    history.append(construct(Message, message))
+    return proposed
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -229,19 +231,36 @@ async def tools(
     agent: Agent, at: Position, proposed: list[ToolCall], recorded: Turn | None
 ) -> list[ToolCall]:
     """The calls with their outcomes, in call order (S27): recorded ones on replay, else run
-    after the pause point before tools."""
+    after the pause point before tools; each result joins the history as a tool message."""
     if not proposed:
         return []
     control = at.control
     if recorded is not None and control.replay is not None and not control.replay.rerun_tools:
-        return _recorded_results(proposed, recorded)
-    if control.pause_before_tools and control.checkpoint is not None and at.top_level:
-        await control.checkpoint("tools")
-    emit = bool(control.subscribers)
-    if agent.parallel_tools and len(proposed) > 1:
-        # S27: concurrent, but the results keep the order the model gave.
-        return list(await asyncio.gather(*(_run_one(agent, c, at, emit) for c in proposed)))
-    return [await _run_one(agent, c, at, emit) for c in proposed]
+        done = _recorded_results(proposed, recorded)
+    else:
+        if control.pause_before_tools and control.checkpoint is not None and at.top_level:
+            await control.checkpoint("tools")
+        emit = bool(control.subscribers)
+        if agent.parallel_tools and len(proposed) > 1:
+            # S27: concurrent, but the results keep the order the model gave.
+            done = list(await asyncio.gather(*(_run_one(agent, c, at, emit) for c in proposed)))
+        else:
+            done = [await _run_one(agent, c, at, emit) for c in proposed]
+    _add_results(at.scope.history, agent.name, done)
+    return done
+
+
+def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> None:
+    for call in done:
+        message = {
+            "role": "tool",
+            "content": (call.result if call.ok else call.error) or "",
+            "agent": agent,
+            "tool_calls": [],
+            "tool_call_id": call.id,
+            "is_error": not call.ok,
+        }
+        history.append(construct(Message, message))
 
 
 def _recorded_results(proposed: list[ToolCall], turn: Turn) -> list[ToolCall]:
@@ -276,32 +295,43 @@ async def record(
     agent: Agent,
     at: Position,
     node: ReportNode,
-    asked: _Asked,
-    reply: Reply,
+    turn: Turn,
     done: list[ToolCall],
-    timing: tuple[datetime, float, int],
-    added: Sequence[Message],
+    first: int,
+    failures: list[tuple[LoopFrame, LoopFailure]],
 ) -> Turn:
-    """Build the `Turn`, record it before the next turn can start (S28), then run `on_fail`
-    for each failed call (S11) and check `fails` (S10)."""
+    """Record the turn, with the messages it added from `history[first]` on, before the next
+    turn can start (S28); then run `on_fail` for each failed call (S11) and check `fails`
+    (S10)."""
     loops = at.loops
-    failures = _count_failures(loops, done)
-    turn = _turn(agent, at, node.path, asked, reply, done, timing)
+    scope = at.scope
+    info = turn.info
     ctx = at.ctx
-    ctx.turn = turn.info
-    ctx.output = reply.text
+    ctx.turn = info
+    ctx.output = text = info.response
     if agent.output_field is not None:
-        _write_state(ctx.state, agent.output_field, reply.text, agent.name)
-    at.scope.turns.append(turn)
-    node.turns.append(turn.index)
+        _write_state(ctx.state, agent.output_field, text, agent.name)
+    node.turns.append(len(scope.turns))
+    scope.turns.append(turn)
     for frame in loops:
         frame.turns.append(turn)
         frame.tool_calls += len(done)
-    if at.top_level:
-        await at.control.record(turn, ctx.state, added)
+    if not at.top_level:
+        scope.added.append(scope.history[first:])  # recorded when the parallel block merges
     else:
-        at.scope.added.append(added)  # recorded when the parallel block merges
-    _after_turn(at, failures)
+        await at.control.record(turn, ctx.state, scope.history[first:])
+    for frame, failure in failures:
+        on_fail = frame.step.on_fail
+        if on_fail is not None:
+            try:
+                on_fail(ctx, failure)
+            except Exception as exc:
+                note_once(exc, f"in `on_fail` of loop {frame.path!r}")
+                raise
+    # `fails` is checked after every turn; the outermost loop that reached its limit stops.
+    for frame in loops:
+        if frame.consecutive >= frame.step.max_fails:
+            raise LoopBreak(frame, "fails")
     return turn
 
 
@@ -309,11 +339,13 @@ def _turn(
     agent: Agent,
     at: Position,
     path: str,
-    asked: _Asked,
+    key: str,
+    recorded: Turn | None,
     reply: Reply,
     done: list[ToolCall],
     timing: tuple[datetime, float, int],
 ) -> Turn:
+    """The turn's record (`consecutive_fails`: the innermost loop's streak, counted first)."""
     inner = at.loops[-1] if at.loops else None
     started_at, duration_s, attempts = timing
     return construct(
@@ -337,27 +369,12 @@ def _turn(
             "consecutive_fails": inner.consecutive if inner else 0,
             "started_at": started_at,
             "duration_s": duration_s,
-            "request_key": asked.key,
-            "replayed": asked.recorded is not None,
+            "request_key": key,
+            "replayed": recorded is not None,
             "reasoning": reply.reasoning,
             "reasoning_tokens": reply.reasoning_tokens,
         },
     )
-
-
-def _after_turn(at: Position, failures: list[tuple[LoopFrame, LoopFailure]]) -> None:
-    for frame, failure in failures:
-        on_fail = frame.step.on_fail
-        if on_fail is not None:
-            try:
-                on_fail(at.ctx, failure)
-            except Exception as exc:
-                note_once(exc, f"in `on_fail` of loop {frame.path!r}")
-                raise
-    # `fails` is checked after every turn; the outermost loop that reached its limit stops.
-    for frame in at.loops:
-        if frame.consecutive >= frame.step.max_fails:
-            raise LoopBreak(frame, "fails")
 
 
 def _turn_info(text: str, done: list[ToolCall]) -> TurnInfo:
@@ -414,34 +431,6 @@ def _count_failures(
 
 
 # -- messages and state ----------------------------------------------------------------------
-
-
-def _assistant_message(agent: str, text: str, proposed: list[ToolCall]) -> Message:
-    return construct(
-        Message,
-        {
-            "role": "assistant",
-            "content": text,
-            "agent": agent,
-            "tool_calls": proposed,
-            "tool_call_id": None,
-            "is_error": False,
-        },
-    )
-
-
-def _tool_message(agent: str, call: ToolCall) -> Message:
-    return construct(
-        Message,
-        {
-            "role": "tool",
-            "content": (call.result if call.ok else call.error) or "",
-            "agent": agent,
-            "tool_calls": [],
-            "tool_call_id": call.id,
-            "is_error": not call.ok,
-        },
-    )
 
 
 def _restore_state(state: Any, snapshot: Any) -> None:

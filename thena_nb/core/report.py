@@ -59,25 +59,23 @@ class ReportNode(BaseModel):
         return sorted(i for node in self.walk() for i in node.turns)
 
 
-_NODE_DEFAULTS: dict[str, Any] = {
-    "children": None,
-    "turns": None,
-    "iteration": None,
-    "branch": None,
-    "stop_reason": None,
-    "iterations": 0,
-    "max_iterations": None,
-    "max_fails": None,
-    "failures": None,
-    "error": None,
-}
-
-
 def new_node(
     kind: ReportNodeKind, name: str, path: str, iteration: int | None = None
 ) -> ReportNode:
     """A new report node, built without validation (the executor makes one per step run)."""
-    values = dict(_NODE_DEFAULTS, kind=kind, name=name, path=path, iteration=iteration)
-    values["children"] = []
-    values["turns"] = []
+    values: dict[str, Any] = {
+        "kind": kind,
+        "name": name,
+        "path": path,
+        "children": [],
+        "turns": [],
+        "iteration": iteration,
+        "branch": None,
+        "stop_reason": None,
+        "iterations": 0,
+        "max_iterations": None,
+        "max_fails": None,
+        "failures": None,
+        "error": None,
+    }
     return construct(ReportNode, values)

@@ -114,6 +114,7 @@ class Session:
         before = len(self.result.turns)
         self._mode = "step"
         self._allowed = 1
+        self._control.checkpoint = self._checkpoint
         await self._advance()
         turns = self.result.turns
         return turns[-1] if len(turns) > before else None
@@ -123,6 +124,9 @@ class Session:
         if not self.done:
             self._mode = "run"
             self.breakpoint_hit = None
+            # A running session pauses only after a breakpoint fires: until then the executor
+            # has no pause point to call (`_after_turn` puts it back on a hit).
+            self._control.checkpoint = None
             await self._advance()
         return self.result
 
@@ -247,6 +251,7 @@ class Session:
             for bp in self.breakpoints:
                 if bp(turn):
                     self._break_hit = turn
+                    control.checkpoint = self._checkpoint
                     break
 
     async def _drive(self) -> None:

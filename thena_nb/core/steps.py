@@ -151,9 +151,10 @@ def callable_name(fn: Any) -> str:
 def step_name(step: Any) -> str:
     """The name a step has in step paths: the agent's or function's name, `parallel`, `loop`."""
     kind = getattr(step, "kind", None)
-    if kind in ("parallel", "loop"):
+    if kind == "parallel" or kind == "loop":
         return str(kind)
-    return callable_name(step)
+    name = getattr(step, "name", None) or getattr(step, "__name__", None)  # callable_name
+    return str(name) if name else repr(step)
 
 
 def step_path(parent: str, index: int, step: Any) -> str:

@@ -274,10 +274,12 @@ class Usage(BaseModel):
         Model and tool calls are counted where they are made (every attempt is a model call).
         """
         tally = self.__dict__  # a running tally: skip pydantic's per-field __setattr__
-        tally["input_tokens"] += reply.input_tokens
-        tally["output_tokens"] += reply.output_tokens
-        tally["cache_read_tokens"] += reply.cache_read_tokens
-        tally["cache_write_tokens"] += reply.cache_write_tokens
+        if reply.input_tokens or reply.output_tokens:
+            tally["input_tokens"] += reply.input_tokens
+            tally["output_tokens"] += reply.output_tokens
+        if reply.cache_read_tokens or reply.cache_write_tokens:
+            tally["cache_read_tokens"] += reply.cache_read_tokens
+            tally["cache_write_tokens"] += reply.cache_write_tokens
 
     @classmethod
     def of(cls, turns: Sequence[Turn]) -> Usage:
