@@ -3,15 +3,15 @@ values (not placeholders), it is not an illustration, and it validates against t
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from thena_nb.core.model import ToolSpec
-from thena_nb.core.rescue._formats import Found
-from thena_nb.core.rescue._json import CAP, FAIL, load_json
+from thena_nb.core.rescue._blocks import Found
+from thena_nb.core.rescue._json import CAP, FAIL, decode_arguments
+from thena_nb.core.rescue._lenient import MAX_DEPTH, read_value
 from thena_nb.core.tools import Tool
 
 __all__ = ["accept"]
@@ -25,7 +25,7 @@ def accept(
         return None
     schema = t.parameters
     arguments = _arguments(f, schema)
-    if arguments is None or _has_placeholder(arguments):
+    if arguments is None or _too_deep(arguments) or _has_placeholder(arguments):
         return None
     if _illustrated(view, f.start):
         return None
@@ -40,8 +40,12 @@ def _lookup(name: str, table: Mapping[str, Tool | ToolSpec]) -> Tool | ToolSpec 
     if name in table:
         return table[name]
     for ns in _NAMESPACES:
-        if name.startswith(ns) and name[len(ns) :] in table:
-            return table[name[len(ns) :]]
+        name = name.removeprefix(ns)
+    if name in table:
+        return table[name]
+    # gpt-oss sometimes glues its content type onto the recipient: `functions.shelljson`.
+    if name.endswith("json") and name[:-4] in table:
+        return table[name[:-4]]
     return None
 
 
@@ -74,11 +78,24 @@ def _arguments(f: Found, schema: Mapping[str, Any]) -> dict[str, Any] | None:
                 return None
             arguments[key] = value
     if call.typed:
+        arguments = _unwrapped(arguments, props)
         arguments = {
             k: _typed(v, props.get(k, {})) if isinstance(v, str) else v
             for k, v in arguments.items()
         }
     return arguments
+
+
+def _unwrapped(arguments: dict[str, Any], props: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments written as one `arguments` (or `input`) parameter holding a JSON object,
+    when the tool has no parameter of that name."""
+    if len(arguments) != 1:
+        return arguments
+    ((key, value),) = arguments.items()
+    if key not in ("arguments", "input", "parameters") or key in props:
+        return arguments
+    inner = decode_arguments(value) if isinstance(value, str) else value
+    return inner if isinstance(inner, dict) else arguments
 
 
 def _single_parameter(schema: Mapping[str, Any]) -> str | None:
@@ -115,22 +132,17 @@ def _typed(value: str, prop: Mapping[str, Any]) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        pass
-    if types & {"object", "array"}:
-        loaded = load_json(text)
-        if loaded is not FAIL:
-            return loaded
-    return value
+    # Python literals (`True`, `['a', 'b']`), read without evaluating anything.
+    loaded = read_value(text)
+    return value if loaded is FAIL else loaded
 
 
 # -- what makes a call-shaped text not a call ------------------------------------------
 
 _TYPE_WORDS = frozenset({"string", "str", "integer", "int", "number", "float", "boolean", "bool"})
 _ANGLE = re.compile(r"<[^<>\n]{1,60}>")
-_BRACED = re.compile(r"\{\{?\s*[A-Za-z_][\w .-]{0,40}\}?\}")
+_DOUBLE_BRACED = re.compile(r"\{\{\s*[A-Za-z_][\w.-]{0,40}\s*\}\}")
+_BRACED = re.compile(r"\{\s*([A-Za-z_][\w.-]{0,40})\s*\}")
 _CAPS = re.compile(r"[A-Z][A-Z0-9_]*")
 _PLACEHOLDER_WORDS = ("YOUR_", "_HERE", "PLACEHOLDER", "XXX", "TODO")
 
@@ -150,11 +162,37 @@ def _has_placeholder(value: Any, key: str = "", depth: int = 0) -> bool:
     s = value.strip()
     if s in ("...", "…") or s.lower() in _TYPE_WORDS:
         return True
-    if _ANGLE.fullmatch(s) or _BRACED.fullmatch(s):
+    if _ANGLE.fullmatch(s) or _DOUBLE_BRACED.fullmatch(s):
+        return True
+    # `{city}` stands in for the city; `{value}` as the query, or `{not json}`, is text.
+    if (braced := _BRACED.fullmatch(s)) and _same_word(braced.group(1), key):
         return True
     if _CAPS.fullmatch(s):
         return s.lower() == key.lower() or any(w in s for w in _PLACEHOLDER_WORDS)
     return False
+
+
+def _same_word(a: str, b: str) -> bool:
+    def norm(w: str) -> str:
+        return w.lower().replace("_", "").replace("-", "").replace(" ", "")
+
+    return bool(b) and norm(a) == norm(b)
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether a value nests deeper than the lenient reader would read (`json.loads` reads
+    deeper); such arguments would fail later, when the run is saved."""
+    level = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            v
+            for item in level
+            for v in (item.values() if isinstance(item, dict) else item)
+            if isinstance(v, dict | list)
+        ]
+        if not level:
+            return False
+    return True
 
 
 _ILLUSTRATION = re.compile(

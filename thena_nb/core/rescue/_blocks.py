@@ -1,0 +1,176 @@
+"""What every format reader shares: found calls, spans of text a reader claims, blocks
+between an opening and a closing marker, masking, fences, and "the JSON value this text
+starts with"."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from thena_nb.core.rescue._json import FAIL, Context, RawCall, json_chunks, load_json
+
+__all__ = [
+    "Block",
+    "Finder",
+    "Found",
+    "Pass",
+    "Span",
+    "blocks",
+    "fences",
+    "first_json",
+    "first_json_object",
+    "mask",
+    "tag",
+]
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Found:
+    """A call found in the text, at `start` (and `order` among calls sharing a start)."""
+
+    start: int
+    order: int
+    call: RawCall
+
+
+@dataclass
+class Pass:
+    """What one reader returns: the calls it found and the spans it read."""
+
+    found: list[Found] = field(default_factory=list)
+    claimed: list[Span] = field(default_factory=list)
+
+
+Finder = Callable[[str, Context], Pass]
+"""A format reader: the prepared text and the context in, calls and claimed spans out."""
+
+
+def mask(text: str, spans: Sequence[Span]) -> str:
+    """`text` with every span replaced by spaces (newlines kept), positions unchanged."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    pos = 0
+    for a, b in sorted(spans):
+        a = max(a, pos)
+        if b <= a:
+            continue
+        parts.append(text[pos:a])
+        parts.append(_NOT_NEWLINE.sub(" ", text[a:b]))
+        pos = b
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+_NOT_NEWLINE = re.compile(r"[^\n]+")
+
+
+# -- blocks between an opening and a closing marker ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """The text from an opening marker to its closing marker (or to where it stops)."""
+
+    start: int
+    body: Span
+    end: int
+    closed: bool
+    """The closing marker was found."""
+    at_end: bool
+    """The closing marker is missing and the block runs to the end of the text."""
+    opener: re.Match[str]
+
+    @property
+    def usable(self) -> bool:
+        """Closed, or cut only by the end of the text; a block that runs into the next
+        opener without closing holds no call of its own markup."""
+        return self.closed or self.at_end
+
+
+def blocks(text: str, opener: re.Pattern[str], closer: re.Pattern[str]) -> list[Block]:
+    """Blocks from each opener to its closer; a block with no closer stops at the next
+    opener or at the end of the text."""
+    closes = [(m.start(), m.end()) for m in closer.finditer(text)]
+    close_starts = [c[0] for c in closes]
+    opens = list(opener.finditer(text))
+    found: list[Block] = []
+    pos = 0
+    for k, m in enumerate(opens):
+        if m.start() < pos:
+            continue
+        limit = opens[k + 1].start() if k + 1 < len(opens) else len(text)
+        i = bisect_left(close_starts, m.end())
+        if i < len(closes) and closes[i][0] < limit:
+            block = Block(m.start(), (m.end(), closes[i][0]), closes[i][1], True, False, m)
+        else:
+            block = Block(m.start(), (m.end(), limit), limit, False, limit == len(text), m)
+        found.append(block)
+        pos = block.end
+    return found
+
+
+_NS = r"(?:[A-Za-z][\w-]*:|[|｜]DSML[|｜])?"
+"""An optional namespace on a tag: `<minimax:tool_call>`, `<seed:tool_call>`, DeepSeek's
+`<｜DSML｜invoke>`."""
+
+
+def tag(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Opening and closing patterns for the XML-like tag `name`, with any namespace."""
+    return re.compile(rf"<{_NS}{name}>"), re.compile(rf"</{_NS}{name}>")
+
+
+# -- fences -----------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"(?m)^[ \t]*(```+|~~~+)[ \t]*([\w+.-]*)[^\n]*$")
+
+
+def fences(text: str) -> list[tuple[int, int, int]]:
+    """Fenced code blocks as `(start, body start, end)`; an unclosed fence runs to the end."""
+    found: list[tuple[int, int, int]] = []
+    opener: re.Match[str] | None = None
+    for m in _FENCE.finditer(text):
+        if opener is None:
+            opener = m
+        elif m.group(1)[0] == opener.group(1)[0] and not m.group(2):
+            found.append((opener.start(), opener.end(), m.end()))
+            opener = None
+    if opener is not None:
+        found.append((opener.start(), opener.end(), len(text)))
+    return found
+
+
+def fence_language(text: str, start: int, body: int) -> str:
+    """The language word of the fence opened at `start`."""
+    return text[start:body].strip().strip("`~").strip().split(" ")[0].lower()
+
+
+# -- the JSON value a text starts with --------------------------------------------------------
+
+
+def first_json(chunk: str, *, at_end: bool) -> object:
+    """The JSON object or list `chunk` starts with (after whitespace or a fence), else
+    `FAIL`. When `at_end`, closers missing where the text ends may be added."""
+    stripped = chunk.lstrip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        stripped = stripped.rsplit("```", 1)[0] if "```" in stripped else stripped
+    stripped = stripped.strip()
+    if not stripped.startswith(("{", "[")):
+        return FAIL
+    pieces, tails = json_chunks(stripped, at_end=at_end)
+    if pieces and pieces[0][0] == 0:
+        return load_json(pieces[0][1])
+    if tails and tails[0][0] == 0:
+        return load_json(tails[0][1], closing=True)
+    return FAIL
+
+
+def first_json_object(chunk: str, *, at_end: bool) -> object:
+    """Like `first_json`, for an object only."""
+    value = first_json(chunk, at_end=at_end)
+    return value if isinstance(value, dict) else FAIL
