@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.rescue._accept import accept
 from thena_nb.core.rescue._formats import find_calls
+from thena_nb.core.rescue._json import MAX_CANDIDATES, Budget
 from thena_nb.core.rescue._reasoning import Reasoning, find_reasoning
 from thena_nb.core.tools import Tool
 from thena_nb.core.types import ToolCall
@@ -139,13 +140,14 @@ def scan_tool_calls(
     names = frozenset(table)
     if not any(name in text for name in names):
         return _scan(found_reasoning)
-    view, found = find_calls(text, names, found_reasoning.spans)
+    budget = Budget()
+    view, found = find_calls(text, names, found_reasoning.spans, budget)
     calls: list[ToolCall] = []
     refused: list[ToolCall] = []
-    for f in found:
+    for f in found[:MAX_CANDIDATES]:
         if len(calls) + len(refused) >= MAX_CALLS:
             break
-        accepted = accept(f, table, view)
+        accepted = accept(f, table, view, budget)
         if accepted is None:
             continue
         t, arguments = accepted

@@ -10,7 +10,7 @@ from typing import Any
 
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.rescue._blocks import Found
-from thena_nb.core.rescue._json import CAP, FAIL, decode_arguments
+from thena_nb.core.rescue._json import CAP, FAIL, Budget, decode_arguments
 from thena_nb.core.rescue._lenient import MAX_DEPTH, read_value
 from thena_nb.core.tools import Tool
 
@@ -18,13 +18,14 @@ __all__ = ["accept"]
 
 
 def accept(
-    f: Found, table: Mapping[str, Tool | ToolSpec], view: str
+    f: Found, table: Mapping[str, Tool | ToolSpec], view: str, budget: Budget
 ) -> tuple[Tool | ToolSpec, dict[str, Any]] | None:
+    """The tool and the arguments of a call found in text, or `None` if it is no call."""
     t = _lookup(f.call.name, table)
     if t is None:
         return None
     schema = t.parameters
-    arguments = _arguments(f, schema)
+    arguments = _arguments(f, schema, budget)
     if arguments is None or _too_deep(arguments) or _has_placeholder(arguments):
         return None
     if _illustrated(view, f.start):
@@ -52,7 +53,7 @@ def _lookup(name: str, table: Mapping[str, Tool | ToolSpec]) -> Tool | ToolSpec 
 # -- arguments ---------------------------------------------------------------------------
 
 
-def _arguments(f: Found, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+def _arguments(f: Found, schema: Mapping[str, Any], budget: Budget) -> dict[str, Any] | None:
     """The call's arguments as a dict, typed by the schema when written as text."""
     call = f.call
     props: Mapping[str, Any] = schema.get("properties") or {}
@@ -78,15 +79,17 @@ def _arguments(f: Found, schema: Mapping[str, Any]) -> dict[str, Any] | None:
                 return None
             arguments[key] = value
     if call.typed:
-        arguments = _unwrapped(arguments, props)
+        arguments = _unwrapped(arguments, props, budget)
         arguments = {
-            k: _typed(v, props.get(k, {})) if isinstance(v, str) else v
+            k: _typed(v, props.get(k, {}), budget) if isinstance(v, str) else v
             for k, v in arguments.items()
         }
     return arguments
 
 
-def _unwrapped(arguments: dict[str, Any], props: Mapping[str, Any]) -> dict[str, Any]:
+def _unwrapped(
+    arguments: dict[str, Any], props: Mapping[str, Any], budget: Budget
+) -> dict[str, Any]:
     """Arguments written as one `arguments` (or `input`) parameter holding a JSON object,
     when the tool has no parameter of that name."""
     if len(arguments) != 1:
@@ -94,7 +97,7 @@ def _unwrapped(arguments: dict[str, Any], props: Mapping[str, Any]) -> dict[str,
     ((key, value),) = arguments.items()
     if key not in ("arguments", "input", "parameters") or key in props:
         return arguments
-    inner = decode_arguments(value) if isinstance(value, str) else value
+    inner = decode_arguments(value, budget) if isinstance(value, str) else value
     return inner if isinstance(inner, dict) else arguments
 
 
@@ -120,7 +123,7 @@ def _json_types(prop: Mapping[str, Any]) -> set[str]:
     return {t for t in types if isinstance(t, str)}
 
 
-def _typed(value: str, prop: Mapping[str, Any]) -> Any:
+def _typed(value: str, prop: Mapping[str, Any], budget: Budget) -> Any:
     """A text value converted to the type its schema asks for; kept as text otherwise."""
     types = _json_types(prop)
     if not types or "string" in types:
@@ -132,6 +135,8 @@ def _typed(value: str, prop: Mapping[str, Any]) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
+    if not budget.slow(len(text)):
+        return value
     # Python literals (`True`, `['a', 'b']`), read without evaluating anything.
     loaded = read_value(text)
     return value if loaded is FAIL else loaded

@@ -9,7 +9,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from thena_nb.core.rescue._json import FAIL, Context, RawCall, json_chunks, load_json
+from thena_nb.core.rescue._json import FAIL, Budget, Context, RawCall, json_chunks, load_json
 
 __all__ = [
     "Block",
@@ -152,9 +152,12 @@ def fence_language(text: str, start: int, body: int) -> str:
 # -- the JSON value a text starts with --------------------------------------------------------
 
 
-def first_json(chunk: str, *, at_end: bool) -> object:
+def first_json(chunk: str, budget: Budget, *, at_end: bool) -> object:
     """The JSON object or list `chunk` starts with (after whitespace or a fence), else
-    `FAIL`. When `at_end`, closers missing where the text ends may be added."""
+    `FAIL`. When `at_end`, closers missing where the text ends may be added. Each call
+    takes one candidate from `budget`."""
+    if not budget.candidate():
+        return FAIL
     stripped = chunk.lstrip()
     if stripped.startswith("```"):
         stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
@@ -164,13 +167,13 @@ def first_json(chunk: str, *, at_end: bool) -> object:
         return FAIL
     pieces, tails = json_chunks(stripped, at_end=at_end)
     if pieces and pieces[0][0] == 0:
-        return load_json(pieces[0][1])
+        return load_json(pieces[0][1], budget=budget)
     if tails and tails[0][0] == 0:
-        return load_json(tails[0][1], closing=True)
+        return load_json(tails[0][1], closing=True, budget=budget)
     return FAIL
 
 
-def first_json_object(chunk: str, *, at_end: bool) -> object:
+def first_json_object(chunk: str, budget: Budget, *, at_end: bool) -> object:
     """Like `first_json`, for an object only."""
-    value = first_json(chunk, at_end=at_end)
+    value = first_json(chunk, budget, at_end=at_end)
     return value if isinstance(value, dict) else FAIL

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from thena_nb.core.rescue._blocks import Finder, Found, Span, fence_language, fences, mask
-from thena_nb.core.rescue._json import Context
+from thena_nb.core.rescue._json import Budget, Context
 from thena_nb.core.rescue._markup import function_tags, invokes, wrappers
 from thena_nb.core.rescue._text import bare, react, tool_code
 from thena_nb.core.rescue._tokens import (
@@ -77,12 +77,12 @@ def prepare(text: str, reasoning: Sequence[Span]) -> str:
 
 
 def find_calls(
-    text: str, names: frozenset[str], reasoning: Sequence[Span] = ()
+    text: str, names: frozenset[str], reasoning: Sequence[Span] = (), budget: Budget | None = None
 ) -> tuple[str, list[Found]]:
     """Every call-shaped piece of `text`, in text order, and the text with reasoning,
     quotes, foreign code and the calls themselves blanked out (for reading the prose)."""
     view = prepare(text, reasoning)
-    ctx = Context(names)
+    ctx = Context(names, budget or Budget())
     found: list[Found] = []
     for fmt in FORMATS:
         result = fmt.read(view, ctx)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from thena_nb.core.rescue._lenient import FAIL, read_value
@@ -21,6 +21,8 @@ __all__ = [
     "CAP",
     "FAIL",
     "Brackets",
+    "Budget",
+    "Context",
     "RawCall",
     "call_shapes",
     "decode_arguments",
@@ -32,6 +34,37 @@ __all__ = [
 
 CAP = 64 * 1024
 """The longest piece of text handed to the lenient reader or to `ast.parse`."""
+
+MAX_CANDIDATES = 256
+"""The most call-shaped pieces of one text that are parsed and checked."""
+MAX_SLOW_CHARS = 128 * 1024
+"""The most characters of one text read by the slow readers (the lenient reader and
+`ast.parse`); past it, only `json.loads` reads, which is fast on any input."""
+
+
+class Budget:
+    """What is left of one scan's parsing budget, shared by all readers.
+
+    A model's reply holds a handful of calls; a reply with hundreds of call-shaped pieces
+    is junk or an attack, and reading further into it would only cost time.
+    """
+
+    def __init__(self, candidates: int = MAX_CANDIDATES, slow_chars: int = MAX_SLOW_CHARS):
+        self.candidates = candidates
+        self.slow_chars = slow_chars
+
+    def candidate(self) -> bool:
+        """Take one candidate from the budget; `False` when none is left."""
+        self.candidates -= 1
+        return self.candidates >= 0
+
+    def slow(self, chars: int) -> bool:
+        """Take `chars` characters of slow reading; `False` when that would overdraw."""
+        if chars > self.slow_chars:
+            return False
+        self.slow_chars -= chars
+        return True
+
 
 NAME_KEYS = ("name", "tool", "tool_name", "action", "function", "recipient_name")
 ARGUMENT_KEYS = (
@@ -63,11 +96,16 @@ class RawCall:
 # -- brackets -------------------------------------------------------------------------------
 
 _OPENERS = re.compile(r"[{\[]")
-_STRUCTURE = re.compile(r"[{\[]+|[}\]]+|[\"']")
-_STRING_END = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+# Inside brackets: runs of openers, runs of closers, and whole strings. A quote opens a
+# string only right after `{ [ , : = (` (and blanks), so apostrophes in text inside
+# brackets are skipped by the search itself; a string that never closes runs to the end.
+_STRUCTURE = re.compile(
+    r"(?P<open>[{\[]+)|(?P<close>[}\]]+)"
+    r"|(?<=[{\[,:=(])\s*(?P<str>\"(?:[^\"\\]|\\.)*(?:\"|\Z)|'(?:[^'\\]|\\.)*(?:'|\Z))",
+    re.DOTALL,
+)
 _CLOSER = {"{": "}", "[": "]"}
 _MIRROR = str.maketrans("{[", "}]")
-_QUOTE_AFTER = frozenset("{[,:=(")
 
 
 @dataclass(frozen=True)
@@ -82,14 +120,12 @@ class Brackets:
 
 
 class _Scan:
-    """State of one bracket scan: open brackets, closed spans, and the scan position."""
+    """State of one bracket scan: the open brackets and the outermost closed spans."""
 
-    def __init__(self, s: str) -> None:
-        self.s = s
+    def __init__(self) -> None:
         self.kinds: list[str] = []
         self.starts: list[int] = []
         self.closed: list[tuple[int, int]] = []
-        self.in_string = False
 
     def close(self, start: int, end: int) -> None:
         # Spans closed earlier that start inside this one are nested in it: drop them, so
@@ -115,19 +151,6 @@ class _Scan:
                 self.kinds.clear()
                 self.starts.clear()
 
-    def skip_string(self, quote: str, pos: int) -> int:
-        """The position after the string opened at `pos`, or `len(s)` if it never closes."""
-        end = _STRING_END[quote]
-        i = pos + 1
-        while True:
-            m = end.search(self.s, i)
-            if m is None:
-                self.in_string = True
-                return len(self.s)
-            if m.group() == quote:
-                return m.end()
-            i = m.end() + 1  # a backslash escapes the next character
-
 
 def scan_brackets(s: str) -> Brackets:
     """Match braces and brackets in one pass, skipping those inside quoted strings.
@@ -136,10 +159,10 @@ def scan_brackets(s: str) -> Brackets:
     apostrophes and quotes in prose do not derail the scan. A closer that does not match
     the innermost opener drops every open bracket.
     """
-    scan = _Scan(s)
+    scan = _Scan()
     pos = 0
-    n = len(s)
-    while pos < n:
+    in_string = False
+    while True:
         if not scan.kinds:
             m = _OPENERS.search(s, pos)
             if m is None:
@@ -148,27 +171,18 @@ def scan_brackets(s: str) -> Brackets:
         m = _STRUCTURE.search(s, pos)
         if m is None:
             break
-        tok = m.group()
-        if tok[0] in "{[":
-            scan.kinds.extend(tok)
-            scan.starts.extend(range(m.start(), m.end()))
-            pos = m.end()
-        elif tok[0] in "}]":
-            scan.closers(tok, m.start())
-            pos = m.end()
-        elif _previous_char(s, m.start()) in _QUOTE_AFTER:
-            pos = scan.skip_string(tok, m.start())
-        else:
-            pos = m.end()
-    tails = [] if scan.in_string or not scan.starts else sorted({scan.starts[0], scan.starts[-1]})
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "open":
+            scan.kinds.extend(m.group())
+            scan.starts.extend(range(m.start(), pos))
+        elif kind == "close":
+            scan.closers(m.group(), m.start())
+        elif pos == len(s):
+            string = m.group("str")
+            in_string = len(string) == 1 or string[-1] != string[0]
+    tails = [] if in_string or not scan.starts else sorted({scan.starts[0], scan.starts[-1]})
     return Brackets(scan.closed, tails)
-
-
-def _previous_char(s: str, i: int) -> str:
-    j = i - 1
-    while j >= 0 and s[j] in " \t\r\n":
-        j -= 1
-    return s[j] if j >= 0 else ""
 
 
 def json_chunks(s: str, *, at_end: bool) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
@@ -194,7 +208,7 @@ def mentions(chunk: str, names: Iterable[str]) -> bool:
     return any(n in chunk for n in names)
 
 
-def load_json(chunk: str, *, closing: bool = False) -> Any:
+def load_json(chunk: str, *, closing: bool = False, budget: Budget | None = None) -> Any:
     """Load `chunk` as JSON, or as near-JSON when plain JSON fails; `FAIL` if neither.
 
     The lenient reader only sees text that starts with `{` or `[` and is under `CAP`.
@@ -203,6 +217,7 @@ def load_json(chunk: str, *, closing: bool = False) -> Any:
         chunk: The text.
         closing: The text is where the reply ends: closers missing at its very end may
             be added (only if it ends with a closed value).
+        budget: The scan's budget, charged for lenient reading; without it, none is done.
     """
     try:
         # strict=False: models put raw newlines and tabs inside strings (code, text bodies).
@@ -211,6 +226,8 @@ def load_json(chunk: str, *, closing: bool = False) -> Any:
         pass
     text = chunk.strip()
     if len(text) > CAP or not text.startswith(("{", "[")):
+        return FAIL
+    if budget is None or not budget.slow(len(text)):
         return FAIL
     return read_value(text, close_at_end=closing)
 
@@ -223,6 +240,7 @@ class Context:
     """Where a JSON value was found, which decides the shapes it may take."""
 
     names: frozenset[str]
+    budget: Budget = field(default_factory=Budget)
     wrapped: bool = False
     """Inside a call marker (`<tool_call>`, `<|tools_prefix|>`, …): a bare `{"name": N}` is
     a call with no arguments, and `{"N": {…}}` a call to `N`."""
@@ -268,7 +286,7 @@ def _one_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
     name = d[key].strip()
     arg_key = next((k for k in ARGUMENT_KEYS if k in d), None)
     if arg_key is not None:
-        arguments = decode_arguments(d[arg_key])
+        arguments = decode_arguments(d[arg_key], ctx.budget)
         if arguments is FAIL:
             return None
         return [RawCall(name, arguments)]
@@ -288,11 +306,11 @@ def _keyed_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
     ((name, raw),) = d.items()
     if name not in ctx.names:
         return None
-    arguments = decode_arguments(raw)
+    arguments = decode_arguments(raw, ctx.budget)
     return [RawCall(name, arguments)] if isinstance(arguments, dict) else None
 
 
-def decode_arguments(arguments: Any) -> Any:
+def decode_arguments(arguments: Any, budget: Budget | None = None) -> Any:
     """Arguments as a dict, decoding a JSON string; a plain string stays a string."""
     if arguments is None or isinstance(arguments, dict):
         return arguments
@@ -303,7 +321,7 @@ def decode_arguments(arguments: Any) -> Any:
         return arguments
     if not text.endswith("}"):
         return FAIL
-    value = load_json(text)
+    value = load_json(text, budget=budget)
     return value if isinstance(value, dict) else FAIL
 
 
@@ -313,9 +331,9 @@ def calls_in_chunk(chunk: str, ctx: Context, *, closing: bool = False) -> list[R
     A list whose elements do not all load is read element by element, so one broken call
     does not hide its siblings.
     """
-    if not mentions(chunk, ctx.names):
+    if not mentions(chunk, ctx.names) or not ctx.budget.candidate():
         return []
-    value = load_json(chunk, closing=closing)
+    value = load_json(chunk, closing=closing, budget=ctx.budget)
     if value is FAIL:
         if len(chunk) > CAP or not chunk.lstrip().startswith("["):
             return []

@@ -46,7 +46,7 @@ def parse_body(text: str, body: Span, at_end: bool, ctx: Context) -> list[Found]
     if re.fullmatch(r"[A-Za-z_][\w.-]*", stripped):
         return [Found(a, 0, RawCall(stripped, None))]
     if looks_pythonic(stripped) and mentions(stripped, ctx.names):
-        calls = parse_pythonic(stripped) or []
+        calls = parse_pythonic(stripped, ctx.budget) or []
         return [Found(a, k, c) for k, c in enumerate(calls)]
     return json_found(chunk, ctx, base=a, at_end=at_end).found
 
@@ -54,7 +54,7 @@ def parse_body(text: str, body: Span, at_end: bool, ctx: Context) -> list[Found]
 def chunk_calls(piece: str, ctx: Context, *, closing: bool = False) -> list[RawCall]:
     """The calls in one bracketed chunk: a pythonic list or JSON."""
     if looks_pythonic(piece):
-        return (parse_pythonic(piece) or []) if mentions(piece, ctx.names) else []
+        return (parse_pythonic(piece, ctx.budget) or []) if mentions(piece, ctx.names) else []
     return calls_in_chunk(piece, ctx, closing=closing)
 
 
@@ -139,19 +139,19 @@ def invokes(text: str, ctx: Context, base: int = 0) -> Pass:
     found = Pass()
     for block in blocks(text, _INVOKE_OPEN, _INVOKE_CLOSE):
         found.claimed.append((block.start, block.end))
-        call = _invoke_call(text, block)
+        call = _invoke_call(text, block, ctx)
         if call is not None:
             found.found.append(Found(base + block.start, 0, call))
     return found
 
 
-def _invoke_call(text: str, block: Block) -> RawCall | None:
-    if not block.usable:
+def _invoke_call(text: str, block: Block, ctx: Context) -> RawCall | None:
+    if not block.usable or not ctx.budget.candidate():
         return None
     name = block.opener.group(1)
     body = text[block.body[0] : block.body[1]]
     if not _PARAM_OPEN.search(body) and body.strip().startswith("{"):
-        value = first_json_object(body, at_end=block.at_end)
+        value = first_json_object(body, ctx.budget, at_end=block.at_end)
         return None if value is FAIL else RawCall(name, value)
     args = _xml_parameters(text, block, _PARAM_OPEN, _PARAM_CLOSE, strip=False)
     return None if args is None else RawCall(name, args, typed=True)
@@ -172,13 +172,15 @@ def function_tags(text: str, ctx: Context, base: int = 0) -> Pass:
     found = Pass()
     for block in blocks(text, _FUNC_OPEN, _FUNC_CLOSE):
         found.claimed.append((block.start, block.end))
-        call = _function_call(text, block) if block.usable else None
+        call = _function_call(text, block, ctx) if block.usable else None
         if call is not None:
             found.found.append(Found(base + block.start, 0, call))
     return found
 
 
-def _function_call(text: str, block: Block) -> RawCall | None:
+def _function_call(text: str, block: Block, ctx: Context) -> RawCall | None:
+    if not ctx.budget.candidate():
+        return None
     name = block.opener.group(1) or block.opener.group(2)
     body = text[block.body[0] : block.body[1]]
     if _QPARAM_OPEN.search(body):
@@ -186,7 +188,7 @@ def _function_call(text: str, block: Block) -> RawCall | None:
         return None if args is None else RawCall(name, args, typed=True)
     if not body.strip():
         return RawCall(name, None)
-    value = first_json_object(body, at_end=block.at_end)
+    value = first_json_object(body, ctx.budget, at_end=block.at_end)
     return None if value is FAIL else RawCall(name, value)
 
 

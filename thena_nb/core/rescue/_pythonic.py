@@ -15,7 +15,7 @@ import keyword
 import re
 from typing import Any
 
-from thena_nb.core.rescue._json import CAP, RawCall
+from thena_nb.core.rescue._json import CAP, Budget, RawCall
 
 __all__ = ["looks_pythonic", "parse_pythonic"]
 
@@ -72,7 +72,7 @@ def _scan(src: str) -> tuple[str, list[int]] | None:
     return "".join(out), commas
 
 
-def parse_pythonic(src: str, *, builtin: bool = False) -> list[RawCall] | None:
+def parse_pythonic(src: str, budget: Budget, *, builtin: bool = False) -> list[RawCall] | None:
     """Parse `[f(a=1), g()]` or newline-separated calls; `None` if no call is there.
 
     Values must be literals (`true`/`false`/`null` are accepted too); `...` is a
@@ -81,10 +81,11 @@ def parse_pythonic(src: str, *, builtin: bool = False) -> list[RawCall] | None:
 
     Args:
         src: The text.
+        budget: The scan's budget, charged one candidate and the length of `src`.
         builtin: Read `name.call(...)` as a call to `name` (Llama 3.1 built-in tools).
     """
     src = src.strip()
-    if len(src) > CAP:
+    if len(src) > CAP or not budget.candidate() or not budget.slow(len(src)):
         return None
     scanned = _scan(src)
     if scanned is None:

@@ -33,7 +33,7 @@ def react(text: str, ctx: Context) -> Pass:
     rest = text[first.end() : end]
     claimed = [(first.start(), end)]
     if rest.lstrip().startswith(("{", "[", "```")):
-        value = first_json(rest, at_end=end == len(text))
+        value = first_json(rest, ctx.budget, at_end=end == len(text))
         calls = [] if value is FAIL else call_shapes(value, replace(ctx, wrapped=True)) or []
         return Pass([Found(first.start(), k, c) for k, c in enumerate(calls)], claimed)
     line = rest.partition("\n")[0]
@@ -45,18 +45,18 @@ def react(text: str, ctx: Context) -> Pass:
         return Pass([Found(first.start(), 0, RawCall(name, None))], claimed)
     stop = _REACT_STOP.search(text, inp.end())
     end = stop.start() if stop else len(text)
-    call = _react_input(name, text[inp.end() : end], at_end=end == len(text))
+    call = _react_input(name, text[inp.end() : end], ctx, at_end=end == len(text))
     return Pass([] if call is None else [Found(first.start(), 0, call)], [(first.start(), end)])
 
 
-def _react_input(name: str, raw: str, *, at_end: bool) -> RawCall | None:
+def _react_input(name: str, raw: str, ctx: Context, *, at_end: bool) -> RawCall | None:
     value = raw.strip()
     if value.startswith(("{", "```")):
-        args = first_json(value, at_end=at_end)
+        args = first_json(value, ctx.budget, at_end=at_end)
         return RawCall(name, args) if isinstance(args, dict) else None
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         value = value[1:-1]
-    arguments = decode_arguments(value) if value else None
+    arguments = decode_arguments(value, ctx.budget) if value else None
     return None if arguments is FAIL else RawCall(name, arguments, typed=True)
 
 
@@ -69,7 +69,7 @@ def tool_code(text: str, ctx: Context) -> Pass:
         found.claimed.append((start, end))
         src = text[body:end].rstrip().rstrip("`~")
         if any(n in src for n in ctx.names):
-            calls = parse_pythonic(src) or []
+            calls = parse_pythonic(src, ctx.budget) or []
             found.found.extend(Found(start, k, call) for k, call in enumerate(calls))
     return found
 

@@ -25,19 +25,19 @@ def harmony(text: str, ctx: Context) -> Pass:
     msgs = messages(text)
     found = Pass(claimed=[(m.start, m.end) for m in msgs])
     for m in msgs:
-        call = _harmony_call(text, m) if m.is_call else None
+        call = _harmony_call(text, m, ctx) if m.is_call and ctx.budget.candidate() else None
         if call is not None:
             found.found.append(Found(m.start, 0, call))
     return found
 
 
-def _harmony_call(text: str, m: Message) -> RawCall | None:
+def _harmony_call(text: str, m: Message, ctx: Context) -> RawCall | None:
     assert m.recipient is not None
     body = text[m.body[0] : m.body[1]].strip()
     if not body:
         return RawCall(m.recipient, None)
     if body.startswith(("{", "[")):
-        value = load_json(body, closing=not m.ended)
+        value = load_json(body, closing=not m.ended, budget=ctx.budget)
         return RawCall(m.recipient, value) if isinstance(value, dict) else None
     # Content that is not JSON (`<|constrain|>code`, a plain query) is the tool's one input.
     return RawCall(m.recipient, body)
@@ -74,13 +74,13 @@ def special_tokens(text: str, ctx: Context) -> Pass:
             if inner:
                 found.found.extend(Found(block.start, k, f.call) for k, f in enumerate(inner))
                 continue
-        call = _special_call(body, at_end=block.at_end)
+        call = _special_call(body, ctx, at_end=block.at_end)
         if call is not None:
             found.found.append(Found(block.start, 0, call))
     return found
 
 
-def _special_call(body: str, *, at_end: bool) -> RawCall | None:
+def _special_call(body: str, ctx: Context, *, at_end: bool) -> RawCall | None:
     if m := _KIMI_ARGS.search(body):
         name = re.sub(r":\d+\s*$", "", body[: m.start()].strip())
         rest = body[m.end() :]
@@ -93,7 +93,7 @@ def _special_call(body: str, *, at_end: bool) -> RawCall | None:
             name = head
     else:
         return None
-    args = first_json_object(rest, at_end=at_end)
+    args = first_json_object(rest, ctx.budget, at_end=at_end)
     return None if args is FAIL else RawCall(name, args)
 
 
@@ -118,7 +118,7 @@ def mistral(text: str, ctx: Context) -> Pass:
         named = _MISTRAL_NAME.match(segment)
         if named is None:
             continue
-        args = first_json_object(segment[named.end() :], at_end=limit == len(text))
+        args = first_json_object(segment[named.end() :], ctx.budget, at_end=limit == len(text))
         if args is not FAIL:
             found.found.append(Found(m.start(), 0, RawCall(named.group(1), args)))
             found.claimed.append((m.start(), limit))
@@ -148,7 +148,10 @@ def gemma(text: str, ctx: Context) -> Pass:
         dialect: Dialect = FUNCTION_GEMMA if m.group("f") else GEMMA
         # Each call is read within its own stretch of text, so a value that never ends
         # costs one read, not one per later call.
-        value, used = read_prefix(text[m.end() : min(limit, m.end() + CAP)], dialect)
+        stretch = text[m.end() : min(limit, m.end() + CAP)]
+        if not ctx.budget.candidate() or not ctx.budget.slow(len(stretch)):
+            break
+        value, used = read_prefix(stretch, dialect)
         end = m.end() + used
         if isinstance(value, dict):
             close = _GEMMA_CLOSE.match(text, end)
@@ -178,7 +181,7 @@ def functionary(text: str, ctx: Context) -> Pass:
         found.claimed.append((start, body))
         if name == "all":
             continue
-        args = first_json_object(text[body:limit], at_end=limit == len(text))
+        args = first_json_object(text[body:limit], ctx.budget, at_end=limit == len(text))
         if args is not FAIL:
             found.found.append(Found(start, 0, RawCall(name, args)))
             found.claimed.append((start, limit))
@@ -202,7 +205,7 @@ def python_tag(text: str, ctx: Context) -> Pass:
         segment = text[m.end() : limit]
         if not _BUILTIN_CALL.match(segment):
             continue
-        calls = parse_pythonic(segment, builtin=True) or []
+        calls = parse_pythonic(segment, ctx.budget, builtin=True) or []
         found.found.extend(Found(m.start(), k, c) for k, c in enumerate(calls))
         found.claimed.append((m.start(), end.end() if end else limit))
     return found
