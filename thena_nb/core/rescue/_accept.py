@@ -4,6 +4,7 @@ values (not placeholders), it is not an illustration, and it validates against t
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -26,7 +27,7 @@ def accept(
         return None
     schema = t.parameters
     arguments = _arguments(f, schema, budget)
-    if arguments is None or _too_deep(arguments) or _has_placeholder(arguments):
+    if arguments is None or _unsound(arguments) or _has_placeholder(arguments):
         return None
     if _illustrated(view, f.start):
         return None
@@ -81,7 +82,7 @@ def _arguments(f: Found, schema: Mapping[str, Any], budget: Budget) -> dict[str,
     if call.typed:
         arguments = _unwrapped(arguments, props, budget)
         arguments = {
-            k: _typed(v, props.get(k, {}), budget) if isinstance(v, str) else v
+            k: _typed(v, props.get(k), budget, k in call.json_keys) if isinstance(v, str) else v
             for k, v in arguments.items()
         }
     return arguments
@@ -123,10 +124,11 @@ def _json_types(prop: Mapping[str, Any]) -> set[str]:
     return {t for t in types if isinstance(t, str)}
 
 
-def _typed(value: str, prop: Mapping[str, Any], budget: Budget) -> Any:
-    """A text value converted to the type its schema asks for; kept as text otherwise."""
-    types = _json_types(prop)
-    if not types or "string" in types:
+def _typed(value: str, prop: Mapping[str, Any] | None, budget: Budget, json_hint: bool) -> Any:
+    """A text value converted to the type its schema asks for; kept as text otherwise. With
+    no type in the schema, `json_hint` says the model wrote the value as JSON."""
+    types = _json_types(prop or {})
+    if "string" in types or not (types or json_hint):
         return value
     text = value.strip()
     if len(text) > CAP:
@@ -184,17 +186,16 @@ def _same_word(a: str, b: str) -> bool:
     return bool(b) and norm(a) == norm(b)
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether a value nests deeper than the lenient reader would read (`json.loads` reads
-    deeper); such arguments would fail later, when the run is saved."""
+def _unsound(value: Any) -> bool:
+    """Whether arguments hold what no JSON value can (`NaN`, infinities) or nest deeper than
+    the lenient reader reads (`json.loads` reads deeper): such a call would fail later,
+    when the run is saved."""
     level = [value]
     for _ in range(MAX_DEPTH):
-        level = [
-            v
-            for item in level
-            for v in (item.values() if isinstance(item, dict) else item)
-            if isinstance(v, dict | list)
-        ]
+        items = [v for item in level for v in (item.values() if isinstance(item, dict) else item)]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+            return True
+        level = [v for v in items if isinstance(v, dict | list)]
         if not level:
             return False
     return True
@@ -206,7 +207,7 @@ _ILLUSTRATION = re.compile(
     r"|(?:would|should|might|could|will) look(?:s)? like|looks like this"
     r"|(?:would|could|might) (?:be|call|use|run|write|do|invoke)"
     r"|(?:you|one) (?:can|could|would|should|might) (?:call|use|write|invoke|run|send)"
-    r"|if (?:i|we) were to|such as|something like"
+    r"|if (?:i|we) were to|such as|something like|suggest\w*"
     r"|(?:i|we) (?:have |had |already )?(?:called|used|ran|invoked)|previously|earlier"
     r"|last time|my plan|the plan|plan:|was called with"
     r"|the (?:page|document|file|email|message|website|site|content|output|result|response)"

@@ -60,13 +60,17 @@ def mask(text: str, spans: Sequence[Span]) -> str:
         if b <= a:
             continue
         parts.append(text[pos:a])
-        parts.append(_NOT_NEWLINE.sub(" ", text[a:b]))
+        parts.append(_blank(text[a:b]))
         pos = b
     parts.append(text[pos:])
-    return "".join(parts)
+    out = "".join(parts)
+    assert len(out) == len(text)
+    return out
 
 
-_NOT_NEWLINE = re.compile(r"[^\n]+")
+def _blank(piece: str) -> str:
+    """`piece` with every character but newlines replaced by a space."""
+    return "\n".join(" " * len(line) for line in piece.split("\n"))
 
 
 # -- blocks between an opening and a closing marker ------------------------------------------

@@ -91,6 +91,9 @@ class RawCall:
     """Pythonic calls: positional arguments, mapped to parameters in schema order."""
     typed: bool = False
     """The values are raw text (XML, ReAct) and get their types from the tool's schema."""
+    json_keys: frozenset[str] = frozenset()
+    """Typed values the model marked as JSON (DSML's `string="false"`): decoded even when the
+    schema does not say their type."""
 
 
 # -- brackets -------------------------------------------------------------------------------

@@ -129,7 +129,10 @@ _NS = r"(?:[A-Za-z][\w-]*:|[|｜]DSML[|｜])?"
 _ATTRS = r"""(?:\s+[\w-]+\s*=\s*["'][^"'<>\n]*["'])*"""
 _INVOKE_OPEN = re.compile(rf"""<{_NS}invoke\s+name\s*=\s*["']([^"'<>\n]*)["']{_ATTRS}\s*>""")
 _INVOKE_CLOSE = re.compile(rf"</{_NS}invoke>")
-_PARAM_OPEN = re.compile(rf"""<{_NS}parameter\s+name\s*=\s*["']([^"'<>\n]*)["']{_ATTRS}\s*>""")
+_PARAM_OPEN = re.compile(
+    rf"""<{_NS}parameter\s+name\s*=\s*["']([^"'<>\n]*)["'](?P<attrs>{_ATTRS})\s*>"""
+)
+_NOT_STRING = re.compile(r"""string\s*=\s*["']false["']""")
 _PARAM_CLOSE = re.compile(rf"</{_NS}parameter>")
 
 
@@ -154,7 +157,18 @@ def _invoke_call(text: str, block: Block, ctx: Context) -> RawCall | None:
         value = first_json_object(body, ctx.budget, at_end=block.at_end)
         return None if value is FAIL else RawCall(name, value)
     args = _xml_parameters(text, block, _PARAM_OPEN, _PARAM_CLOSE, strip=False)
-    return None if args is None else RawCall(name, args, typed=True)
+    if args is None or (not args and not block.closed):
+        return None  # cut off before any parameter: the arguments were still to come
+    return RawCall(name, args, typed=True, json_keys=_json_keys(text, block))
+
+
+def _json_keys(text: str, block: Block) -> frozenset[str]:
+    a, b = block.body
+    return frozenset(
+        m.group(1)
+        for m in _PARAM_OPEN.finditer(text, a, b)
+        if _NOT_STRING.search(m.group("attrs") or "")
+    )
 
 
 # -- <function=…> -------------------------------------------------------------------------------
@@ -187,7 +201,7 @@ def _function_call(text: str, block: Block, ctx: Context) -> RawCall | None:
         args = _xml_parameters(text, block, _QPARAM_OPEN, _PARAM_CLOSE, strip=True)
         return None if args is None else RawCall(name, args, typed=True)
     if not body.strip():
-        return RawCall(name, None)
+        return RawCall(name, None) if block.closed else None
     value = first_json_object(body, ctx.budget, at_end=block.at_end)
     return None if value is FAIL else RawCall(name, value)
 

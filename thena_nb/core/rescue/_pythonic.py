@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import itertools
 import keyword
+import math
 import re
 from typing import Any
 
@@ -39,9 +40,9 @@ def looks_pythonic(chunk: str) -> bool:
     return _START.match(chunk) is not None
 
 
-def _scan(src: str) -> tuple[str, list[int]] | None:
+def _scan(src: str) -> tuple[str, list[int]]:
     """`src` with keyword-named arguments renamed, and the top-level comma positions inside
-    an outer `[…]`; `None` if a string never closes."""
+    an outer `[…]`. A string that never closes ends the scan: what follows is inside it."""
     out: list[str] = []
     commas: list[int] = []
     depth = 0
@@ -55,7 +56,7 @@ def _scan(src: str) -> tuple[str, list[int]] | None:
             quote = m.group().lstrip("rRbBuUfF")
             string = _STRINGS[quote].match(src, m.end() - len(quote))
             if string is None:
-                return None
+                break
             skip = string.end()
         elif kind == "open":
             depth += 1
@@ -87,10 +88,7 @@ def parse_pythonic(src: str, budget: Budget, *, builtin: bool = False) -> list[R
     src = src.strip()
     if len(src) > CAP or not budget.candidate() or not budget.slow(len(src)):
         return None
-    scanned = _scan(src)
-    if scanned is None:
-        return None
-    escaped, commas = scanned
+    escaped, commas = _scan(src)
     nodes = _nodes(escaped)
     if nodes is None and escaped.startswith("[") and escaped.endswith("]"):
         nodes = _salvage(escaped, commas)
@@ -155,17 +153,26 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 _NAMED_LITERALS = {"true": True, "false": False, "null": None}
+
+
+def _finite(value: object) -> bool:
+    """`1e999` reads as infinity, which no JSON argument can hold."""
+    return not isinstance(value, float) or math.isfinite(value)
+
+
 _KEY_TYPES = (str, int, float, bool, type(None))
 
 
 def _literal(node: ast.expr) -> Any:
     match node:
         # Bytes, complex numbers and `...` are Python, not values a tool takes.
-        case ast.Constant(value=str() | int() | float() | None as value):
+        case ast.Constant(value=str() | int() | float() | None as value) if _finite(value):
             return value
         case ast.Name(id=name) if name in _NAMED_LITERALS:
             return _NAMED_LITERALS[name]
-        case ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=int() | float() as v)):
+        case ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=int() | float() as v)) if (
+            _finite(v)
+        ):
             return -v
         case ast.List(elts=elts) | ast.Tuple(elts=elts):
             return [_literal(e) for e in elts]

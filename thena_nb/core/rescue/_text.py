@@ -7,8 +7,16 @@ import re
 from dataclasses import replace
 
 from thena_nb.core.rescue._blocks import Found, Pass, fence_language, fences, first_json
-from thena_nb.core.rescue._json import FAIL, Context, RawCall, call_shapes, decode_arguments
-from thena_nb.core.rescue._markup import chunk_calls, json_found
+from thena_nb.core.rescue._json import (
+    FAIL,
+    Context,
+    RawCall,
+    call_shapes,
+    decode_arguments,
+    load_json,
+    mentions,
+)
+from thena_nb.core.rescue._markup import json_found
 from thena_nb.core.rescue._pythonic import parse_pythonic
 
 __all__ = ["bare", "react", "tool_code"]
@@ -95,7 +103,16 @@ def bare(text: str, ctx: Context) -> Pass:
     """
     first, last = _content_bounds(text)
     if last > first and text[first] in "{[" and text[last - 1] in "}]":
-        calls = chunk_calls(text[first:last], replace(ctx, alone=True))
+        calls = _alone_calls(text[first:last], ctx)
         if calls:
             return Pass([Found(first, k, c) for k, c in enumerate(calls)], [(first, last)])
     return json_found(text, ctx, base=0, at_end=True)
+
+
+def _alone_calls(content: str, ctx: Context) -> list[RawCall]:
+    """The calls of a reply that is one JSON value, read with the shapes only such a reply
+    may take; `[]` unless the whole content loads as one value."""
+    if not mentions(content, ctx.names) or not ctx.budget.candidate():
+        return []
+    value = load_json(content, budget=ctx.budget)
+    return [] if value is FAIL else call_shapes(value, replace(ctx, alone=True)) or []

@@ -35,7 +35,7 @@ def _harmony_call(text: str, m: Message, ctx: Context) -> RawCall | None:
     assert m.recipient is not None
     body = text[m.body[0] : m.body[1]].strip()
     if not body:
-        return RawCall(m.recipient, None)
+        return RawCall(m.recipient, None) if m.ended else None
     if body.startswith(("{", "[")):
         value = load_json(body, closing=not m.ended, budget=ctx.budget)
         return RawCall(m.recipient, value) if isinstance(value, dict) else None
