@@ -14,6 +14,7 @@ import itertools
 import keyword
 import math
 import re
+import warnings
 from typing import Any
 
 from thena_nb.core.rescue._json import CAP, Budget, RawCall
@@ -98,8 +99,13 @@ def parse_pythonic(src: str, budget: Budget, *, builtin: bool = False) -> list[R
 
 def _nodes(src: str) -> list[ast.expr] | None:
     try:
-        tree = ast.parse(src, mode="exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # Model text is full of invalid escapes (`"\{"`); the parser's warnings about them
+        # say nothing about the call.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tree = ast.parse(src, mode="exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, Warning):
         return None
     nodes: list[ast.expr] = []
     for stmt in tree.body:
