@@ -104,7 +104,9 @@ _OPENERS = re.compile(r"[{\[]")
 # brackets are skipped by the search itself; a string that never closes runs to the end.
 _STRUCTURE = re.compile(
     r"(?P<open>[{\[]+)|(?P<close>[}\]]+)"
-    r"|(?<=[{\[,:=(])\s*(?P<str>\"(?:[^\"\\]|\\.)*(?:\"|\Z)|'(?:[^'\\]|\\.)*(?:'|\Z))",
+    # Possessive, unrolled string patterns keep no backtracking state per character.
+    r"|(?<=[{\[,:=(])\s*(?P<str>\"[^\"\\]*+(?:\\.[^\"\\]*+)*+(?:\"|\Z)"
+    r"|'[^'\\]*+(?:\\.[^'\\]*+)*+(?:'|\Z))",
     re.DOTALL,
 )
 _CLOSER = {"{": "}", "[": "]"}

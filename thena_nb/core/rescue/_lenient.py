@@ -55,8 +55,9 @@ _NAMES = {
     "None": None,
 }
 _NUMBER = r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?"
-_DOUBLE = r'"(?:[^"\\]|\\.)*"'
-_SINGLE = r"'(?:[^'\\]|\\.)*'"
+# Possessive, unrolled: no backtracking state is kept per character of a long string.
+_DOUBLE = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_SINGLE = r"'[^'\\]*+(?:\\.[^'\\]*+)*+'"
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,12 @@ _SCAN = re.compile(
     r"(?P<quote>(?:(?<!\w)[rRbBuUfF]{1,2})?(?:'''|\"\"\"|'|\"))|(?P<open>[(\[{])|(?P<close>[)\]}])"
     rf"|(?P<comma>,)|(?<![\w.])(?P<kw>{'|'.join(_KEYWORDS)})(?=\s*=(?!=))"
 )
+# Possessive, unrolled: no backtracking state is kept per character of a long string.
 _STRINGS = {
-    "'": re.compile(r"'(?:[^'\\\n]|\\.)*'"),
-    '"': re.compile(r'"(?:[^"\\\n]|\\.)*"'),
-    "'''": re.compile(r"'''(?:[^'\\]|\\.|'(?!''))*'''", re.DOTALL),
-    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""', re.DOTALL),
+    "'": re.compile(r"'[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'"),
+    '"': re.compile(r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'),
+    "'''": re.compile(r"'''[^'\\]*+(?:(?:\\.|'(?!''))[^'\\]*+)*+'''", re.DOTALL),
+    '"""': re.compile(r'"""[^"\\]*+(?:(?:\\.|"(?!""))[^"\\]*+)*+"""', re.DOTALL),
 }
 _ESCAPED = "__rescued_kw_"
 
