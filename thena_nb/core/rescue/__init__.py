@@ -26,10 +26,11 @@ the very end of the reply. It never guesses where a string ends and never turns 
 unquoted word into a string, so a repaired call holds only what the model wrote. Nothing is
 ever evaluated.
 
-Scanning is linear in the length of the text on any input: every reader makes one pass, no
-regex backtracks over unbounded text, and only pieces under 64 KB reach the lenient reader
-or `ast.parse` (longer ones are read by `json.loads` alone). At most `MAX_CALLS` calls are
-taken from one text.
+Scanning is linear in the length of the text on any input: every reader makes one pass and
+no regex backtracks over unbounded text. The slow readers (the lenient one and `ast.parse`)
+only see pieces under 64 KB, and one scan parses at most a few hundred call-shaped pieces
+and reads at most 128 KB slowly; past that, only `json.loads` reads, which is linear too.
+At most `MAX_CALLS` calls are taken from one text.
 
 Example:
     >>> from thena_nb.core.tools import tool
@@ -116,10 +117,12 @@ def scan_tool_calls(
 
     Never raises on any text and never evaluates it. Reasoning is split off first (calls
     are never taken from it) and reported in `RescueScan.reasoning` and `.text`, also when
-    no call is found. Ids are assigned here, once: the n-th
-    call found (1-based, in text order, refused ones included) is `{id_prefix}-{n}`, so the
-    same text with the same prefix always gives the same ids. The executor passes a prefix
-    made from the turn's request key, which a replay reproduces exactly.
+    no call is found; with no tools the scan returns empty at once.
+
+    Ids are assigned here, once: the n-th call found (1-based, in text order, refused ones
+    included) is `{id_prefix}-{n}`, so the same text with the same prefix always gives the
+    same ids. The executor passes a prefix made from the turn's request key, which a replay
+    reproduces exactly.
 
     Args:
         text: The model's text.
@@ -128,8 +131,8 @@ def scan_tool_calls(
         id_prefix: What each call's id starts with.
 
     Returns:
-        A `RescueScan` with the calls to run and the calls refused because their tool was
-        declared with `@tool(rescue=False)`.
+        A `RescueScan` with the calls to run, the calls refused because their tool was
+        declared with `@tool(rescue=False)`, and the reasoning split off the text.
     """
     table: dict[str, Tool | ToolSpec] = {}
     for t in tools:

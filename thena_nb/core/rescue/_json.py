@@ -4,7 +4,8 @@ mean "a tool call".
 Everything here runs in time linear in its input. Bracket matching is one forward scan
 whose regexes jump over prose and over string contents, and every piece of text handed to
 the lenient reader is capped at `CAP` characters; longer pieces are read by `json.loads`
-alone, which is linear too.
+alone, which is linear too. A `Budget` shared by one scan's readers bounds how many pieces
+are parsed at all and how much text the slow readers see.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from thena_nb.core.rescue._lenient import FAIL, read_value
 __all__ = [
     "CAP",
     "FAIL",
+    "MAX_CANDIDATES",
+    "MAX_SLOW_CHARS",
     "Brackets",
     "Budget",
     "Context",
     "RawCall",
     "call_shapes",
+    "calls_in_chunk",
     "decode_arguments",
     "json_chunks",
     "load_json",
