@@ -665,6 +665,143 @@ CORPUS: list[Case] = [
     c("neg-closing-think-only", "negative", f"{W}\nhmm, no.</think>\nIt is 42."),
     c("neg-empty", "negative", ""),
     c("neg-brackets", "negative", "See [1] and [2]: {this is not json} and [also not]."),
+    # -- formats read since issue 18 ------------------------------------------------------
+    c(
+        "harmony",
+        "harmony",
+        "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+        'commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Lisbon"}'
+        "<|call|>",
+        LISBON,
+    ),
+    c(
+        "harmony-plain-input",
+        "harmony",
+        "<|channel|>commentary to=functions.search<|message|>python asyncio<|call|>",
+        SEARCH,
+    ),
+    c(
+        "harmony-glued-json",
+        "harmony",
+        '<|channel|>commentary to=functions.get_weatherjson<|message|>{"city": "Lisbon"}<|call|>',
+        LISBON,
+    ),
+    c(
+        "neg-harmony-analysis-only",
+        "harmony",
+        '<|channel|>analysis<|message|>I could call get_weather with {"city": "Lisbon"}.<|end|>'
+        "<|start|>assistant<|channel|>final<|message|>It is usually mild in Lisbon.",
+    ),
+    c(
+        "neg-harmony-cut",
+        "harmony",
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Lis',
+    ),
+    c(
+        "neg-harmony-quoted-in-prose",
+        "harmony",
+        "In gpt-oss output a call looks like `<|channel|>commentary to=functions.get_weather"
+        '<|message|>{"city": "Lisbon"}<|call|>`.',
+    ),
+    c("gemma", "gemma", '<|tool_call>call:get_weather{city:<|"|>Lisbon<|"|>}<tool_call|>', LISBON),
+    c(
+        "gemma-thought",
+        "gemma",
+        "<|channel>thought\nThe user wants Lisbon.<channel|>"
+        '<|tool_call>call:get_weather{city:<|"|>Lisbon<|"|>}<tool_call|>',
+        LISBON,
+    ),
+    c(
+        "neg-gemma-example",
+        "gemma",
+        'For example, a Gemma call looks like <|tool_call>call:get_weather{city:<|"|>Lisbon<|"|>}'
+        "<tool_call|>",
+    ),
+    c("neg-gemma-unquoted", "gemma", "<|tool_call>call:get_weather{city:Lisbon}<tool_call|>"),
+    c(
+        "function-gemma",
+        "gemma",
+        "<start_function_call>call:get_weather{city:<escape>Lisbon<escape>}<end_function_call>",
+        LISBON,
+    ),
+    c(
+        "dsml",
+        "dsml",
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="set_timer">\n'
+        '<｜DSML｜parameter name="seconds" string="false">90</｜DSML｜parameter>\n'
+        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        ("set_timer", {"seconds": 90}),
+    ),
+    c(
+        "dsml-json-body",
+        "dsml",
+        '<｜DSML｜function_calls><｜DSML｜invoke name="get_weather">{"city": "Lisbon"}'
+        "</｜DSML｜invoke></｜DSML｜function_calls>",
+        LISBON,
+    ),
+    c(
+        "step3",
+        "step3",
+        '<｜tool_calls_begin｜><｜tool_call_begin｜><steptml:invoke name="get_weather">'
+        '<steptml:parameter name="city">Lisbon</steptml:parameter></steptml:invoke>'
+        "<｜tool_call_end｜><｜tool_calls_end｜>",
+        LISBON,
+    ),
+    c(
+        "apertus",
+        "apertus",
+        '<|tools_prefix|>[{"get_weather": {"city": "Lisbon"}}]<|tools_suffix|>',
+        LISBON,
+    ),
+    c("apertus-bare-alone", "apertus", '{"get_weather": {"city": "Lisbon"}}', LISBON),
+    c(
+        "neg-apertus-bare-in-prose",
+        "apertus",
+        'The cache holds {"get_weather": {"city": "Lisbon"}} from yesterday.',
+    ),
+    c("neg-apertus-data", "apertus", '{"search": {"hits": 3, "took_ms": 12}}'),
+    c(
+        "llama-builtin",
+        "llama_builtin",
+        '<|python_tag|>search.call(query="python asyncio")',
+        SEARCH,
+    ),
+    c("functionary", "functionary", '>>>get_weather\n{"city": "Lisbon"}', LISBON),
+    c(
+        "functionary-after-text",
+        "functionary",
+        'all\nChecking the weather.>>>get_weather\n{"city": "Lisbon"}',
+        LISBON,
+    ),
+    c("neg-functionary-all", "functionary", ">>>all\nget_weather is a tool I have."),
+    c(
+        "seed-think",
+        "seed",
+        "<seed:think>I have used 40 tokens. I called get_weather before.</seed:think>\n"
+        "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Lisbon</parameter>\n"
+        "</function>\n</seed:tool_call>",
+        LISBON,
+    ),
+    c(
+        "deepseek-r1-opener",
+        "deepseek",
+        '<｜tool▁calls｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Lisbon"}\n```'
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        LISBON,
+    ),
+    c(
+        "cohere-action",
+        "cohere",
+        '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "search", "parameters": '
+        '{"query": "python asyncio"}}]<|END_ACTION|>',
+        SEARCH,
+    ),
+    c("neg-name-only-prose", "negative", 'Use {"name": "get_time"} for clocks.'),
+    c(
+        "neg-suggestion",
+        "negative",
+        f"I can't check that myself, but I can suggest using the tool like this:\n{W}",
+    ),
 ]
 
 
@@ -692,6 +829,8 @@ def test_corpus_size_and_balance() -> None:
     for fmt in ("pythonic", "mistral", "anthropic_xml", "qwen3_coder_xml", "react"):
         assert fmt in formats
     assert {"deepseek", "kimi", "multi", "prose"} <= formats
+    for fmt in ("harmony", "gemma", "dsml", "step3", "apertus", "llama_builtin", "functionary"):
+        assert fmt in formats
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=lambda case: case.id)
