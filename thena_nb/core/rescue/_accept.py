@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,14 +155,29 @@ _CAPS = re.compile(r"[A-Z][A-Z0-9_]*")
 _PLACEHOLDER_WORDS = ("YOUR_", "_HERE", "PLACEHOLDER", "XXX", "TODO")
 
 
-def _has_placeholder(value: Any, key: str = "", depth: int = 0) -> bool:
-    """Whether a value is a stand-in (`...`, `<city>`, `{city}`, `CITY`, `"string"`)."""
-    if depth > 20:
-        return False
-    if isinstance(value, dict):
-        return any(_has_placeholder(v, str(k), depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_placeholder(v, key, depth + 1) for v in value)
+_PLACEHOLDER_LOOK = 512
+"""How many values of a call's arguments are looked at for placeholders. A template is a
+small call; a call with thousands of values is data, not a stand-in."""
+
+
+def _has_placeholder(arguments: dict[str, Any]) -> bool:
+    """Whether a value is a stand-in (`...`, `<city>`, `{city}`, `CITY`, `"string"`),
+    looking breadth-first at the first `_PLACEHOLDER_LOOK` values."""
+    queue: deque[tuple[Any, str]] = deque((v, str(k)) for k, v in arguments.items())
+    for _ in range(_PLACEHOLDER_LOOK):
+        if not queue:
+            return False
+        value, key = queue.popleft()
+        if isinstance(value, dict):
+            queue.extend((v, str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            queue.extend((v, key) for v in value)
+        elif _is_placeholder(value, key):
+            return True
+    return False
+
+
+def _is_placeholder(value: Any, key: str) -> bool:
     if value is Ellipsis:
         return True
     if not isinstance(value, str):
