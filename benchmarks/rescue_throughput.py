@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     sizes = SIZES[:2] if args.quick else SIZES
-    rows = measure(sizes, rounds=5 if args.quick else 7)
+    rows = measure(sizes, rounds=5 if args.quick else 9)
     print(render(rows, sizes))
     slowest = max(r.seconds[sizes[-1]] for r in rows)
     worst = max(r.growth() for r in rows)
