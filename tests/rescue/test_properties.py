@@ -317,7 +317,8 @@ def test_a_wrapped_call_round_trips(city: str, unit: str) -> None:
     """Any city written in a Hermes `<tool_call>` comes back exactly (no placeholder-like or
     markup-breaking values)."""
     assume(city.strip() and city.strip().strip(".…") and not city.isupper())
-    assume(city.strip().lower() not in {"string", "str", "integer", "int", "number", "float"})
+    type_words = {"string", "str", "integer", "int", "number", "float", "boolean", "bool"}
+    assume(city.strip().lower() not in type_words)
     assume(not (city.strip().startswith(("<", "{")) and city.strip().endswith((">", "}"))))
     assume("<think" not in city and "</tool_call>" not in city)
     arguments = {"city": city, "unit": unit}

@@ -8,6 +8,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from thena_nb.core.rescue._json import FAIL, Budget, Context, RawCall, json_chunks, load_json
 
@@ -76,18 +77,27 @@ def _blank(piece: str) -> str:
 # -- blocks between an opening and a closing marker ------------------------------------------
 
 
-@dataclass(frozen=True)
-class Block:
-    """The text from an opening marker to its closing marker (or to where it stops)."""
+class Block(NamedTuple):
+    """The text from an opening marker to its closing marker (or to where it stops).
+
+    A tuple of plain values: a text can hold tens of thousands of markers, and tuples of
+    numbers and strings cost the garbage collector nothing.
+    """
 
     start: int
-    body: Span
+    body_start: int
+    body_end: int
     end: int
     closed: bool
     """The closing marker was found."""
     at_end: bool
     """The closing marker is missing and the block runs to the end of the text."""
-    opener: re.Match[str]
+    name: str
+    """The opener's first group that matched (a tool or parameter name), or `""`."""
+
+    @property
+    def body(self) -> Span:
+        return self.body_start, self.body_end
 
     @property
     def usable(self) -> bool:
@@ -99,23 +109,27 @@ class Block:
 def blocks(text: str, opener: re.Pattern[str], closer: re.Pattern[str]) -> list[Block]:
     """Blocks from each opener to its closer; a block with no closer stops at the next
     opener or at the end of the text."""
-    closes = [(m.start(), m.end()) for m in closer.finditer(text)]
+    closes = [m.span() for m in closer.finditer(text)]
     close_starts = [c[0] for c in closes]
-    opens = list(opener.finditer(text))
+    opens = [(m.start(), m.end(), _first_group(m)) for m in opener.finditer(text)]
     found: list[Block] = []
     pos = 0
-    for k, m in enumerate(opens):
-        if m.start() < pos:
+    for k, (start, body, name) in enumerate(opens):
+        if start < pos:
             continue
-        limit = opens[k + 1].start() if k + 1 < len(opens) else len(text)
-        i = bisect_left(close_starts, m.end())
+        limit = opens[k + 1][0] if k + 1 < len(opens) else len(text)
+        i = bisect_left(close_starts, body)
         if i < len(closes) and closes[i][0] < limit:
-            block = Block(m.start(), (m.end(), closes[i][0]), closes[i][1], True, False, m)
+            block = Block(start, body, closes[i][0], closes[i][1], True, False, name)
         else:
-            block = Block(m.start(), (m.end(), limit), limit, False, limit == len(text), m)
+            block = Block(start, body, limit, limit, False, limit == len(text), name)
         found.append(block)
         pos = block.end
     return found
+
+
+def _first_group(m: re.Match[str]) -> str:
+    return next((g for g in m.groups() if g is not None), "")
 
 
 _NS = r"(?:[A-Za-z][\w-]*:|[|｜]DSML[|｜])?"

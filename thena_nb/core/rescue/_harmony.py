@@ -13,7 +13,7 @@ One regex pass finds the structural tokens, so reading is linear in the text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Message", "is_harmony", "messages"]
 
@@ -25,9 +25,8 @@ _IMPLICIT_LEAD = re.compile(r"(?:assistant)?\s*(?:to=[^\s<]+[^<]*?)?\s*\Z")
 _HARMONY_START = re.compile(r"\s*(?:assistant\b\s*)?(?:<\|start\|>|<\|channel\|>|to=)")
 
 
-@dataclass(frozen=True)
-class Message:
-    """One harmony message."""
+class Message(NamedTuple):
+    """One harmony message (a tuple of plain values: outputs can hold thousands)."""
 
     start: int
     end: int

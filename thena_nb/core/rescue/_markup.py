@@ -151,8 +151,8 @@ def invokes(text: str, ctx: Context, base: int = 0) -> Pass:
 def _invoke_call(text: str, block: Block, ctx: Context) -> RawCall | None:
     if not block.usable or not ctx.budget.candidate():
         return None
-    name = block.opener.group(1)
-    body = text[block.body[0] : block.body[1]]
+    name = block.name
+    body = text[block.body_start : block.body_end]
     if not _PARAM_OPEN.search(body) and body.strip().startswith("{"):
         value = first_json_object(body, ctx.budget, at_end=block.at_end)
         return None if value is FAIL else RawCall(name, value)
@@ -195,8 +195,8 @@ def function_tags(text: str, ctx: Context, base: int = 0) -> Pass:
 def _function_call(text: str, block: Block, ctx: Context) -> RawCall | None:
     if not ctx.budget.candidate():
         return None
-    name = block.opener.group(1) or block.opener.group(2)
-    body = text[block.body[0] : block.body[1]]
+    name = block.name
+    body = text[block.body_start : block.body_end]
     if _QPARAM_OPEN.search(body):
         args = _xml_parameters(text, block, _QPARAM_OPEN, _PARAM_CLOSE, strip=True)
         return None if args is None else RawCall(name, args, typed=True)
@@ -223,8 +223,8 @@ def _xml_parameters(
     for block in blocks(text[a:b], opener, closer):
         if not block.closed and not call.closed:
             return None
-        value = text[a + block.body[0] : a + block.body[1]]
-        args[block.opener.group(1)] = _strip_one_newline(value) if strip else value
+        value = text[a + block.body_start : a + block.body_end]
+        args[block.name] = _strip_one_newline(value) if strip else value
     return args
 
 

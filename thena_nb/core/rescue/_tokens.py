@@ -10,7 +10,7 @@ import re
 from thena_nb.core.rescue._blocks import Found, Pass, blocks, first_json_object
 from thena_nb.core.rescue._harmony import Message, messages
 from thena_nb.core.rescue._json import CAP, FAIL, Context, RawCall, load_json
-from thena_nb.core.rescue._lenient import FUNCTION_GEMMA, GEMMA, Dialect, read_prefix
+from thena_nb.core.rescue._lenient import FUNCTION_GEMMA, GEMMA, read_prefix
 from thena_nb.core.rescue._markup import invokes
 from thena_nb.core.rescue._pythonic import parse_pythonic
 
@@ -108,20 +108,17 @@ _MISTRAL_NAME = re.compile(
 def mistral(text: str, ctx: Context) -> Pass:
     """`[TOOL_CALLS] [{…}]` (older Mistral) and `[TOOL_CALLS]name[ARGS]{…}` (newer)."""
     found = Pass()
-    marks = list(_MISTRAL.finditer(text))
-    for k, m in enumerate(marks):
-        limit = marks[k + 1].start() if k + 1 < len(marks) else len(text)
-        segment = text[m.end() : limit]
-        found.claimed.append(m.span())
-        if segment.lstrip().startswith(("[", "{")):
-            continue  # plain JSON after the marker: the JSON reader reads it
-        named = _MISTRAL_NAME.match(segment)
+    marks = [m.span() for m in _MISTRAL.finditer(text)]
+    for k, (start, end) in enumerate(marks):
+        limit = marks[k + 1][0] if k + 1 < len(marks) else len(text)
+        found.claimed.append((start, end))
+        named = _MISTRAL_NAME.match(text, end, limit)
         if named is None:
-            continue
-        args = first_json_object(segment[named.end() :], ctx.budget, at_end=limit == len(text))
+            continue  # plain JSON after the marker (or nothing): the JSON reader reads it
+        args = first_json_object(text[named.end() : limit], ctx.budget, at_end=limit == len(text))
         if args is not FAIL:
-            found.found.append(Found(m.start(), 0, RawCall(named.group(1), args)))
-            found.claimed.append((m.start(), limit))
+            found.found.append(Found(start, 0, RawCall(named.group(1), args)))
+            found.claimed.append((start, limit))
     return found
 
 
@@ -141,23 +138,24 @@ def gemma(text: str, ctx: Context) -> Pass:
     """Gemma 4 `<|tool_call>call:N{key:<|"|>text<|"|>,n:42}<tool_call|>` and FunctionGemma
     `<start_function_call>call:N{key:<escape>text<escape>}<end_function_call>`."""
     found = Pass()
-    opens = list(_GEMMA_OPEN.finditer(text))
-    for k, m in enumerate(opens):
-        limit = opens[k + 1].start() if k + 1 < len(opens) else len(text)
-        name = m.group("a") or m.group("f") or m.group("b") or m.group("c")
-        dialect: Dialect = FUNCTION_GEMMA if m.group("f") else GEMMA
+    opens = [
+        (m.start(), m.end(), m.lastgroup, m.group(m.lastgroup or 0))
+        for m in _GEMMA_OPEN.finditer(text)
+    ]
+    for k, (start, name_end, group, name) in enumerate(opens):
+        limit = opens[k + 1][0] if k + 1 < len(opens) else len(text)
         # Each call is read within its own stretch of text, so a value that never ends
         # costs one read, not one per later call.
-        stretch = text[m.end() : min(limit, m.end() + CAP)]
+        stretch = text[name_end : min(limit, name_end + CAP)]
         if not ctx.budget.candidate() or not ctx.budget.slow(len(stretch)):
             break
-        value, used = read_prefix(stretch, dialect)
-        end = m.end() + used
+        value, used = read_prefix(stretch, FUNCTION_GEMMA if group == "f" else GEMMA)
+        end = name_end + used
         if isinstance(value, dict):
             close = _GEMMA_CLOSE.match(text, end)
             end = close.end() if close else end
-            found.found.append(Found(m.start(), 0, RawCall(name, value)))
-        found.claimed.append((m.start(), max(end, m.end())))
+            found.found.append(Found(start, 0, RawCall(name, value)))
+        found.claimed.append((start, max(end, name_end)))
     return found
 
 
