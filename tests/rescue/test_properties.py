@@ -1,12 +1,13 @@
-"""Properties of tool-call rescue that hold for any text: it never raises, never names an
-unknown tool, never evaluates code, is deterministic, and finishes quickly on hostile input."""
+"""Properties of tool-call rescue that hold for any text: it never raises (on arbitrary text
+and on near-misses of every format: unhashable keys, deep nesting, unclosed tags, NUL bytes,
+lone surrogates), never names an unknown tool, never evaluates code, and is deterministic.
+How fast it is lives in `benchmarks/rescue_throughput.py`."""
 
 from __future__ import annotations
 
 import builtins
 import json
 import sys
-import time
 from typing import Any, Literal
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from thena_nb.core.model import ToolSpec
-from thena_nb.core.rescue import rescue_tool_calls, scan_tool_calls
+from thena_nb.core.rescue import MAX_CALLS, rescue_tool_calls, scan_tool_calls, split_reasoning
 from thena_nb.core.tools import Tool, tool
 
 
@@ -109,12 +110,51 @@ FRAGMENTS = [
     "<|tool_call_end|>",
     "For example, ",
     "I'll call it: ",
+    # formats read since issue 18
+    "<|channel|>analysis<|message|>",
+    "<|channel|>commentary to=functions.search <|constrain|>json<|message|>",
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary<|message|>",
+    "<|end|>",
+    "<|call|>",
+    "<|tool_call>call:get_weather{",
+    'city:<|"|>',
+    '<|"|>',
+    "<tool_call|>",
+    "<|channel>thought\n",
+    "<channel|>",
+    "<start_function_call>call:search{query:<escape>",
+    "<escape>",
+    "<｜DSML｜function_calls>",
+    '<｜DSML｜invoke name="search">',
+    '<｜DSML｜parameter name="query" string="false">',
+    "</｜DSML｜parameter>",
+    '<steptml:invoke name="get_weather">',
+    "<｜tool_calls_begin｜><｜tool_call_begin｜>",
+    "<｜tool▁calls｜>function<｜tool▁sep｜>",
+    "<|tools_prefix|>",
+    '[{"get_weather": ',
+    "<|python_tag|>search.call(query=",
+    ">>>search\n",
+    ">>>all\n",
+    "<seed:think>",
+    "</seed:think>",
+    "<|START_ACTION|>",
+    "{[1]: 2}",
+    "1e999",
+    "NaN",
+    "b'z'",
+    "from=",
+    "\x00",
+    "\ud800",
+    "\udfff",
 ]
 
+# Lone surrogates and NUL are in the alphabet: model text can hold anything.
+any_char = st.characters(exclude_categories=())
 call_like_text = st.lists(
-    st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=60
+    st.one_of(st.sampled_from(FRAGMENTS), st.text(any_char, max_size=8)), max_size=60
 ).map("".join)
-any_text = st.one_of(st.text(), call_like_text)
+any_text = st.one_of(st.text(any_char), call_like_text)
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -139,6 +179,103 @@ def test_never_raises_and_names_only_known_tools(text: str) -> None:
 def test_deterministic(text: str) -> None:
     """The same text always gives the same calls."""
     assert scan_tool_calls(text, TOOLS) == scan_tool_calls(text, TOOLS)
+
+
+@SETTINGS
+@given(any_text)
+def test_ids_and_reasoning_fields(text: str) -> None:
+    """Ids count calls and refused calls together in text order; at most `MAX_CALLS` are
+    taken; reasoning and text are strings or `None`, as `split_reasoning` finds them."""
+    scan = scan_tool_calls(text, TOOLS, id_prefix="p")
+    ids = sorted(int(c.id.rsplit("-", 1)[1]) for c in scan.calls + scan.refused)
+    assert ids == list(range(1, len(ids) + 1))
+    assert len(ids) <= MAX_CALLS
+    reasoning, rest = split_reasoning(text)
+    assert scan.reasoning == reasoning
+    assert (scan.text if scan.text is not None else text) == rest
+
+
+# -- structured near-misses ---------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(any_char, max_size=6),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text(any_char, max_size=5), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+TEMPLATES = [
+    '<tool_call>{{"name": "search", "arguments": {v}}}</tool_call>',
+    '{{"name": "get_weather", "arguments": {v}}}',
+    "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{v}<|call|>",
+    "<|tool_call>call:search{v}<tool_call|>",
+    '<｜DSML｜function_calls><｜DSML｜invoke name="search">{v}</｜DSML｜invoke></｜DSML｜function_calls>',
+    '<|tools_prefix|>[{{"search": {v}}}]<|tools_suffix|>',
+    ">>>search\n{v}",
+    "<function=search>{v}</function>",
+    "[TOOL_CALLS]search[ARGS]{v}",
+    "[search(query={v})]",
+    "<|python_tag|>search.call(query={v})",
+]
+
+
+@st.composite
+def near_misses(draw: st.DrawFn) -> str:
+    """A call in one of the formats around any JSON value, then cut or spliced at random."""
+    template = draw(st.sampled_from(TEMPLATES))
+    value = json.dumps(draw(json_values), ensure_ascii=draw(st.booleans()))
+    text = template.format(v=value)
+    cut = draw(st.integers(0, len(text)))
+    splice = draw(st.sampled_from(["", *FRAGMENTS[-12:]]))
+    return text[:cut] + splice + text[cut:] if draw(st.booleans()) else text[:cut]
+
+
+UNHASHABLE = [
+    "[get_weather(city={[1]: 2})]",
+    "[search(query={{1: 2}: 3})]",
+    "```tool_code\nprint(default_api.search(query={[1]: 2}))\n```",
+    "Action: search\nAction Input: {[1]: 2}",
+    "{'name': 'search', 'arguments': {[1]: 2}}",
+]
+
+
+@SETTINGS
+@given(near_misses())
+def test_near_misses_never_raise(text: str) -> None:
+    """Calls in every format, cut short or spliced with markers, scan without raising."""
+    scan = scan_tool_calls(text, TOOLS)
+    assert {c.name for c in scan.calls} <= NAMES - {"send_mail"}
+
+
+@pytest.mark.parametrize("text", UNHASHABLE)
+def test_unhashable_keys(text: str) -> None:
+    """A dict literal with an unhashable key is no value: no call, and no `TypeError`."""
+    assert rescue_tool_calls(text, TOOLS) == []
+
+
+def test_unhashable_keys_in_xml_stay_text() -> None:
+    """In XML a value is text: for a string parameter it stays the text the model wrote."""
+    texts = [
+        "<function=search><parameter=query>{[1]: 2}</parameter></function>",
+        '<invoke name="search"><parameter name="query">{[1]: 2}</parameter></invoke>',
+    ]
+    for text in texts:
+        assert [c.arguments for c in rescue_tool_calls(text, TOOLS)] == [{"query": "{[1]: 2}"}]
+
+
+@pytest.mark.parametrize("depth", [10, 63, 64, 65, 1_000, 100_000])
+def test_deep_nesting(depth: int) -> None:
+    """Arguments nested deeper than the readers read are refused, at any depth."""
+    inner = "[" * depth + "]" * depth
+    for text in (
+        f'{{"name": "search", "arguments": {{"query": "q", "x": {inner}}}}}',
+        f"{{'name': 'search', 'arguments': {{'query': 'q', 'x': {inner},}}}}",
+        f"[search(query='q', x={inner})]",
+        f'<|tool_call>call:search{{query:<|"|>q<|"|>,x:{inner}}}<tool_call|>',
+    ):
+        calls = rescue_tool_calls(text, TOOLS)
+        assert calls == [] or depth < 64
 
 
 @SETTINGS
@@ -180,7 +317,8 @@ def test_a_wrapped_call_round_trips(city: str, unit: str) -> None:
     """Any city written in a Hermes `<tool_call>` comes back exactly (no placeholder-like or
     markup-breaking values)."""
     assume(city.strip() and city.strip().strip(".…") and not city.isupper())
-    assume(city.strip().lower() not in {"string", "str", "integer", "int", "number", "float"})
+    type_words = {"string", "str", "integer", "int", "number", "float", "boolean", "bool"}
+    assume(city.strip().lower() not in type_words)
     assume(not (city.strip().startswith(("<", "{")) and city.strip().endswith((">", "}"))))
     assume("<think" not in city and "</tool_call>" not in city)
     arguments = {"city": city, "unit": unit}
@@ -204,13 +342,16 @@ ADVERSARIAL = {
     + "[" * 60_000
     + "]" * 60_000
     + "}}",
+    "harmony headers": "<|start|>assistant<|channel|>commentary to=functions.search" * 3_000,
+    "gemma openers": '<|tool_call>call:search{query:<|"|>' * 6_000,
+    "unclosed DSML": '<｜DSML｜invoke name="search"><｜DSML｜parameter name="query">' * 2_000,
+    "nul and surrogates": '\x00\ud800{\udfff["\x00' * 30_000,
 }
 
 
 @pytest.mark.parametrize("label", list(ADVERSARIAL))
-def test_adversarial_input_finishes(label: str) -> None:
-    """A ~200 KB hostile input scans in well under 5 s (a generous bound: it is linear)."""
-    text = ADVERSARIAL[label]
-    start = time.perf_counter()
-    scan_tool_calls(text, TOOLS)
-    assert time.perf_counter() - start < 5.0
+def test_adversarial_input_scans(label: str) -> None:
+    """A ~200 KB hostile input scans without raising and yields only valid calls."""
+    scan = scan_tool_calls(ADVERSARIAL[label], TOOLS)
+    assert len(scan.calls) <= MAX_CALLS
+    assert {c.name for c in scan.calls} <= NAMES - {"send_mail"}

@@ -3,28 +3,34 @@
 Models served without a matching tool parser, or prompted to use tools in text, write calls
 into their answer: a bare JSON object, a ```` ```json ```` fence, `<tool_call>` tags,
 `<function=…>` tags, a pythonic `[f(a=1)]` list, Mistral's `[TOOL_CALLS]`, `<invoke>` XML,
-Qwen3-coder XML, ReAct `Action:` lines, or the special tokens of DeepSeek and Kimi.
-`scan_tool_calls` finds them, in text order.
+Qwen3-coder XML, ReAct `Action:` lines, gpt-oss harmony messages, Gemma's `call:f{…}`, or
+the special tokens of DeepSeek, Kimi, Step-3, Apertus, Cohere, Functionary and Llama 3.1.
+`scan_tool_calls` finds them, in text order; the readers are listed in
+`thena_nb.core.rescue._formats.FORMATS`.
 
 Text is not a trusted channel, so precision comes first:
 
 - only calls naming one of the given tools count, and their arguments must validate;
-- reasoning (`<think>…</think>`), block quotes and code fences in other languages are
-  never read;
+- reasoning (`<think>…</think>`, `<seed:think>`, harmony's analysis channel, Gemma's
+  thought channel), block quotes and code fences in other languages are never read;
 - a call introduced as an example, a template, a refusal or past narration is skipped, and
   so is a call whose values are placeholders (`...`, `<city>`, `CITY`);
 - a call cut off before its arguments close is not completed;
 - a tool declared with `@tool(rescue=False)` is never run from text: its calls are
   reported in `RescueScan.refused`.
 
-Near-JSON goes through three readers, cheapest first: `json.loads` (with raw newlines
-allowed in strings), then Python literal syntax read from `ast.parse`'s tree (single quotes,
-`True`/`None`, trailing commas), then json_repair (`json_repair.loads`) for the rest
-(a missing comma, a missing final brace). json_repair was chosen over a hand-written parser
-because it is maintained, pure Python with no dependencies, and fixes what models really
-write. It also turns almost any text into *some* JSON value, so it only sees bracketed
-spans under 64 KB that name a known tool, and a repair is kept only if its log shows
-punctuation or Python-literal fixes, never an invented string. Nothing is ever evaluated.
+Near-JSON is read by `json.loads` first (with raw newlines allowed in strings), then by a
+lenient reader of this package's own that accepts what models get wrong in harmless ways:
+single quotes, Python's `True`/`None`, trailing commas, a missing comma, missing closers at
+the very end of the reply. It never guesses where a string ends and never turns an
+unquoted word into a string, so a repaired call holds only what the model wrote. Nothing is
+ever evaluated.
+
+Scanning is linear in the length of the text on any input: every reader makes one pass and
+no regex backtracks over unbounded text. The slow readers (the lenient one and `ast.parse`)
+only see pieces under 64 KB, and one scan parses at most a few hundred call-shaped pieces
+and reads at most 128 KB slowly; past that, only `json.loads` reads, which is linear too.
+At most `MAX_CALLS` calls are taken from one text.
 
 Example:
     >>> from thena_nb.core.tools import tool
@@ -35,6 +41,8 @@ Example:
     >>> text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Lisbon"}}</tool_call>'
     >>> [(c.name, c.arguments) for c in rescue_tool_calls(text, [get_weather])]
     [('get_weather', {'city': 'Lisbon'})]
+    >>> split_reasoning("<think>They want the weather.</think>Calling the tool.")
+    ('They want the weather.', 'Calling the tool.')
 """
 
 from __future__ import annotations
@@ -45,10 +53,16 @@ from dataclasses import dataclass, field
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.rescue._accept import accept
 from thena_nb.core.rescue._formats import find_calls
+from thena_nb.core.rescue._json import MAX_CANDIDATES, Budget
+from thena_nb.core.rescue._reasoning import Reasoning, find_reasoning
 from thena_nb.core.tools import Tool
 from thena_nb.core.types import ToolCall
 
-__all__ = ["RescueScan", "rescue_tool_calls", "scan_tool_calls"]
+__all__ = ["MAX_CALLS", "RescueScan", "rescue_tool_calls", "scan_tool_calls", "split_reasoning"]
+
+MAX_CALLS = 64
+"""The most calls (refused ones included) taken from one text; the rest is ignored. No
+model makes more in one turn, and each call costs a validation."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,28 @@ class RescueScan:
     """Calls to run, in text order, with `source="rescued"`."""
     refused: list[ToolCall] = field(default_factory=list)
     """Calls naming a tool declared `rescue=False`: `ok=False`, `error` says why."""
+    reasoning: str | None = None
+    """The reasoning found in the text (several blocks joined by a blank line); `None` when
+    there is none. Calls are never taken from it."""
+    text: str | None = None
+    """The text without its reasoning (for a harmony output, its `final` channel); `None`
+    when nothing was removed."""
+
+
+def split_reasoning(text: str) -> tuple[str | None, str]:
+    """Split a model's text into its reasoning and the rest, without looking for calls.
+
+    Cheap on text with no reasoning markers: one regex search.
+
+    Args:
+        text: The model's text.
+
+    Returns:
+        The reasoning (blocks joined by a blank line), or `None` when there is none, and the
+        text without it (`text` itself when nothing was removed).
+    """
+    found = find_reasoning(text)
+    return found.reasoning, text if found.text is None else found.text
 
 
 def rescue_tool_calls(text: str, tools: Sequence[Tool | ToolSpec]) -> list[ToolCall]:
@@ -79,10 +115,14 @@ def scan_tool_calls(
 ) -> RescueScan:
     """Find the tool calls written in `text`, split into calls to run and refused calls.
 
-    Never raises on any text and never evaluates it. Ids are assigned here, once: the n-th
-    call found (1-based, in text order, refused ones included) is `{id_prefix}-{n}`, so the
-    same text with the same prefix always gives the same ids. The executor passes a prefix
-    made from the turn's request key, which a replay reproduces exactly.
+    Never raises on any text and never evaluates it. Reasoning is split off first (calls
+    are never taken from it) and reported in `RescueScan.reasoning` and `.text`, also when
+    no call is found; with no tools the scan returns empty at once.
+
+    Ids are assigned here, once: the n-th call found (1-based, in text order, refused ones
+    included) is `{id_prefix}-{n}`, so the same text with the same prefix always gives the
+    same ids. The executor passes a prefix made from the turn's request key, which a replay
+    reproduces exactly.
 
     Args:
         text: The model's text.
@@ -91,37 +131,42 @@ def scan_tool_calls(
         id_prefix: What each call's id starts with.
 
     Returns:
-        A `RescueScan` with the calls to run and the calls refused because their tool was
-        declared with `@tool(rescue=False)`.
+        A `RescueScan` with the calls to run, the calls refused because their tool was
+        declared with `@tool(rescue=False)`, and the reasoning split off the text.
     """
     table: dict[str, Tool | ToolSpec] = {}
     for t in tools:
         table.setdefault(t.name, t)
     if not text or not table:
         return RescueScan()
-    view, found = find_calls(text, frozenset(table))
+    found_reasoning = find_reasoning(text)
+    names = frozenset(table)
+    if not any(name in text for name in names):
+        return _scan(found_reasoning)
+    budget = Budget()
+    view, found = find_calls(text, names, found_reasoning.spans, budget)
     calls: list[ToolCall] = []
     refused: list[ToolCall] = []
-    for f in found:
-        accepted = accept(f, table, view)
+    for f in found[:MAX_CANDIDATES]:
+        if len(calls) + len(refused) >= MAX_CALLS:
+            break
+        accepted = accept(f, table, view, budget)
         if accepted is None:
             continue
         t, arguments = accepted
         call_id = f"{id_prefix}-{len(calls) + len(refused) + 1}"
+        call = ToolCall(id=call_id, name=t.name, arguments=arguments, source="rescued")
         if getattr(t, "rescue", True):
-            calls.append(ToolCall(id=call_id, name=t.name, arguments=arguments, source="rescued"))
+            calls.append(call)
         else:
-            refused.append(
-                ToolCall(
-                    id=call_id,
-                    name=t.name,
-                    arguments=arguments,
-                    source="rescued",
-                    ok=False,
-                    error=_refusal(t.name),
-                )
-            )
-    return RescueScan(calls=calls, refused=refused)
+            refused.append(call.model_copy(update={"ok": False, "error": _refusal(t.name)}))
+    return _scan(found_reasoning, calls, refused)
+
+
+def _scan(
+    found: Reasoning, calls: list[ToolCall] | None = None, refused: list[ToolCall] | None = None
+) -> RescueScan:
+    return RescueScan(calls or [], refused or [], found.reasoning, found.text)
 
 
 def _refusal(name: str) -> str:

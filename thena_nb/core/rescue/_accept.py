@@ -3,29 +3,32 @@ values (not placeholders), it is not an illustration, and it validates against t
 
 from __future__ import annotations
 
-import ast
 import json
+import math
 import re
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from thena_nb.core.model import ToolSpec
-from thena_nb.core.rescue._formats import Found
-from thena_nb.core.rescue._json import CAP, FAIL, load_json
+from thena_nb.core.rescue._blocks import Found
+from thena_nb.core.rescue._json import CAP, FAIL, Budget, decode_arguments
+from thena_nb.core.rescue._lenient import MAX_DEPTH, read_value
 from thena_nb.core.tools import Tool
 
 __all__ = ["accept"]
 
 
 def accept(
-    f: Found, table: Mapping[str, Tool | ToolSpec], view: str
+    f: Found, table: Mapping[str, Tool | ToolSpec], view: str, budget: Budget
 ) -> tuple[Tool | ToolSpec, dict[str, Any]] | None:
+    """The tool and the arguments of a call found in text, or `None` if it is no call."""
     t = _lookup(f.call.name, table)
     if t is None:
         return None
     schema = t.parameters
-    arguments = _arguments(f, schema)
-    if arguments is None or _has_placeholder(arguments):
+    arguments = _arguments(f, schema, budget)
+    if arguments is None or _unsound(arguments) or _has_placeholder(arguments):
         return None
     if _illustrated(view, f.start):
         return None
@@ -40,15 +43,19 @@ def _lookup(name: str, table: Mapping[str, Tool | ToolSpec]) -> Tool | ToolSpec 
     if name in table:
         return table[name]
     for ns in _NAMESPACES:
-        if name.startswith(ns) and name[len(ns) :] in table:
-            return table[name[len(ns) :]]
+        name = name.removeprefix(ns)
+    if name in table:
+        return table[name]
+    # gpt-oss sometimes glues its content type onto the recipient: `functions.shelljson`.
+    if name.endswith("json") and name[:-4] in table:
+        return table[name[:-4]]
     return None
 
 
 # -- arguments ---------------------------------------------------------------------------
 
 
-def _arguments(f: Found, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+def _arguments(f: Found, schema: Mapping[str, Any], budget: Budget) -> dict[str, Any] | None:
     """The call's arguments as a dict, typed by the schema when written as text."""
     call = f.call
     props: Mapping[str, Any] = schema.get("properties") or {}
@@ -74,11 +81,26 @@ def _arguments(f: Found, schema: Mapping[str, Any]) -> dict[str, Any] | None:
                 return None
             arguments[key] = value
     if call.typed:
+        arguments = _unwrapped(arguments, props, budget)
         arguments = {
-            k: _typed(v, props.get(k, {})) if isinstance(v, str) else v
+            k: _typed(v, props.get(k), budget, k in call.json_keys) if isinstance(v, str) else v
             for k, v in arguments.items()
         }
     return arguments
+
+
+def _unwrapped(
+    arguments: dict[str, Any], props: Mapping[str, Any], budget: Budget
+) -> dict[str, Any]:
+    """Arguments written as one `arguments` (or `input`) parameter holding a JSON object,
+    when the tool has no parameter of that name."""
+    if len(arguments) != 1:
+        return arguments
+    ((key, value),) = arguments.items()
+    if key not in ("arguments", "input", "parameters") or key in props:
+        return arguments
+    inner = decode_arguments(value, budget) if isinstance(value, str) else value
+    return inner if isinstance(inner, dict) else arguments
 
 
 def _single_parameter(schema: Mapping[str, Any]) -> str | None:
@@ -103,10 +125,11 @@ def _json_types(prop: Mapping[str, Any]) -> set[str]:
     return {t for t in types if isinstance(t, str)}
 
 
-def _typed(value: str, prop: Mapping[str, Any]) -> Any:
-    """A text value converted to the type its schema asks for; kept as text otherwise."""
-    types = _json_types(prop)
-    if not types or "string" in types:
+def _typed(value: str, prop: Mapping[str, Any] | None, budget: Budget, json_hint: bool) -> Any:
+    """A text value converted to the type its schema asks for; kept as text otherwise. With
+    no type in the schema, `json_hint` says the model wrote the value as JSON."""
+    types = _json_types(prop or {})
+    if "string" in types or not (types or json_hint):
         return value
     text = value.strip()
     if len(text) > CAP:
@@ -115,34 +138,46 @@ def _typed(value: str, prop: Mapping[str, Any]) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        pass
-    if types & {"object", "array"}:
-        loaded = load_json(text)
-        if loaded is not FAIL:
-            return loaded
-    return value
+    if not budget.slow(len(text)):
+        return value
+    # Python literals (`True`, `['a', 'b']`), read without evaluating anything.
+    loaded = read_value(text)
+    return value if loaded is FAIL else loaded
 
 
 # -- what makes a call-shaped text not a call ------------------------------------------
 
 _TYPE_WORDS = frozenset({"string", "str", "integer", "int", "number", "float", "boolean", "bool"})
 _ANGLE = re.compile(r"<[^<>\n]{1,60}>")
-_BRACED = re.compile(r"\{\{?\s*[A-Za-z_][\w .-]{0,40}\}?\}")
+_DOUBLE_BRACED = re.compile(r"\{\{\s*[A-Za-z_][\w.-]{0,40}\s*\}\}")
+_BRACED = re.compile(r"\{\s*([A-Za-z_][\w.-]{0,40})\s*\}")
 _CAPS = re.compile(r"[A-Z][A-Z0-9_]*")
 _PLACEHOLDER_WORDS = ("YOUR_", "_HERE", "PLACEHOLDER", "XXX", "TODO")
 
 
-def _has_placeholder(value: Any, key: str = "", depth: int = 0) -> bool:
-    """Whether a value is a stand-in (`...`, `<city>`, `{city}`, `CITY`, `"string"`)."""
-    if depth > 20:
-        return False
-    if isinstance(value, dict):
-        return any(_has_placeholder(v, str(k), depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_placeholder(v, key, depth + 1) for v in value)
+_PLACEHOLDER_LOOK = 512
+"""How many values of a call's arguments are looked at for placeholders. A template is a
+small call; a call with thousands of values is data, not a stand-in."""
+
+
+def _has_placeholder(arguments: dict[str, Any]) -> bool:
+    """Whether a value is a stand-in (`...`, `<city>`, `{city}`, `CITY`, `"string"`),
+    looking breadth-first at the first `_PLACEHOLDER_LOOK` values."""
+    queue: deque[tuple[Any, str]] = deque((v, str(k)) for k, v in arguments.items())
+    for _ in range(_PLACEHOLDER_LOOK):
+        if not queue:
+            return False
+        value, key = queue.popleft()
+        if isinstance(value, dict):
+            queue.extend((v, str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            queue.extend((v, key) for v in value)
+        elif _is_placeholder(value, key):
+            return True
+    return False
+
+
+def _is_placeholder(value: Any, key: str) -> bool:
     if value is Ellipsis:
         return True
     if not isinstance(value, str):
@@ -150,11 +185,36 @@ def _has_placeholder(value: Any, key: str = "", depth: int = 0) -> bool:
     s = value.strip()
     if s in ("...", "…") or s.lower() in _TYPE_WORDS:
         return True
-    if _ANGLE.fullmatch(s) or _BRACED.fullmatch(s):
+    if _ANGLE.fullmatch(s) or _DOUBLE_BRACED.fullmatch(s):
+        return True
+    # `{city}` stands in for the city; `{value}` as the query, or `{not json}`, is text.
+    if (braced := _BRACED.fullmatch(s)) and _same_word(braced.group(1), key):
         return True
     if _CAPS.fullmatch(s):
         return s.lower() == key.lower() or any(w in s for w in _PLACEHOLDER_WORDS)
     return False
+
+
+def _same_word(a: str, b: str) -> bool:
+    def norm(w: str) -> str:
+        return w.lower().replace("_", "").replace("-", "").replace(" ", "")
+
+    return bool(b) and norm(a) == norm(b)
+
+
+def _unsound(value: Any) -> bool:
+    """Whether arguments hold what no JSON value can (`NaN`, infinities) or nest deeper than
+    the lenient reader reads (`json.loads` reads deeper): such a call would fail later,
+    when the run is saved."""
+    level = [value]
+    for _ in range(MAX_DEPTH):
+        items = [v for item in level for v in (item.values() if isinstance(item, dict) else item)]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+            return True
+        level = [v for v in items if isinstance(v, dict | list)]
+        if not level:
+            return False
+    return True
 
 
 _ILLUSTRATION = re.compile(
@@ -163,7 +223,7 @@ _ILLUSTRATION = re.compile(
     r"|(?:would|should|might|could|will) look(?:s)? like|looks like this"
     r"|(?:would|could|might) (?:be|call|use|run|write|do|invoke)"
     r"|(?:you|one) (?:can|could|would|should|might) (?:call|use|write|invoke|run|send)"
-    r"|if (?:i|we) were to|such as|something like"
+    r"|if (?:i|we) were to|such as|something like|suggest\w*"
     r"|(?:i|we) (?:have |had |already )?(?:called|used|ran|invoked)|previously|earlier"
     r"|last time|my plan|the plan|plan:|was called with"
     r"|the (?:page|document|file|email|message|website|site|content|output|result|response)"

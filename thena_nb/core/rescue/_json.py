@@ -1,24 +1,74 @@
-"""JSON and pythonic pieces of tool-call rescue: bracket scanning, loading with repair, and
-the object shapes that mean "a tool call".
+"""JSON pieces of tool-call rescue: bracket scanning, loading, and the object shapes that
+mean "a tool call".
 
-Everything here runs in time linear in its input. Bracket matching walks a single token
-stream (no backtracking regexes), and every piece of text handed to a parser is capped at
-`CAP` characters, because repair and `ast.parse` are the expensive steps.
+Everything here runs in time linear in its input. Bracket matching is one forward scan
+whose regexes jump over prose and over string contents, and every piece of text handed to
+the lenient reader is capped at `CAP` characters; longer pieces are read by `json.loads`
+alone, which is linear too. A `Budget` shared by one scan's readers bounds how many pieces
+are parsed at all and how much text the slow readers see.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from json_repair import loads as _repair_loads
+from thena_nb.core.rescue._lenient import FAIL, read_value
+
+__all__ = [
+    "CAP",
+    "FAIL",
+    "MAX_CANDIDATES",
+    "MAX_SLOW_CHARS",
+    "Brackets",
+    "Budget",
+    "Context",
+    "RawCall",
+    "call_shapes",
+    "calls_in_chunk",
+    "decode_arguments",
+    "json_chunks",
+    "load_json",
+    "mentions",
+    "scan_brackets",
+]
 
 CAP = 64 * 1024
-"""The longest piece of text handed to a JSON or Python parser."""
+"""The longest piece of text handed to the lenient reader or to `ast.parse`."""
+
+MAX_CANDIDATES = 256
+"""The most call-shaped pieces of one text that are parsed and checked."""
+MAX_SLOW_CHARS = 128 * 1024
+"""The most characters of one text read by the slow readers (the lenient reader and
+`ast.parse`); past it, only `json.loads` reads, which is fast on any input."""
+
+
+class Budget:
+    """What is left of one scan's parsing budget, shared by all readers.
+
+    A model's reply holds a handful of calls; a reply with hundreds of call-shaped pieces
+    is junk or an attack, and reading further into it would only cost time.
+    """
+
+    def __init__(self, candidates: int = MAX_CANDIDATES, slow_chars: int = MAX_SLOW_CHARS):
+        self.candidates = candidates
+        self.slow_chars = slow_chars
+
+    def candidate(self) -> bool:
+        """Take one candidate from the budget; `False` when none is left."""
+        self.candidates -= 1
+        return self.candidates >= 0
+
+    def slow(self, chars: int) -> bool:
+        """Take `chars` characters of slow reading; `False` when that would overdraw."""
+        if chars > self.slow_chars:
+            return False
+        self.slow_chars -= chars
+        return True
+
 
 NAME_KEYS = ("name", "tool", "tool_name", "action", "function", "recipient_name")
 ARGUMENT_KEYS = (
@@ -30,20 +80,8 @@ ARGUMENT_KEYS = (
     "args",
     "params",
 )
-_CALL_EXTRAS = frozenset({"id", "type", "call_id", "index"})
+_CALL_EXTRAS = frozenset({"id", "type", "call_id", "index", "tool_call_id"})
 _DEFINITION_KEYS = frozenset({"description", "properties", "required", "returns", "$schema"})
-
-_TOKENS = re.compile(r"""[][{}"'\\]""")
-_CLOSER = {"{": "}", "[": "]"}
-_QUOTE_AFTER = frozenset("{[,:=(")
-_PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
-
-
-class _Fail:
-    """Marks a value that could not be loaded (JSON `null` is a legitimate result)."""
-
-
-FAIL = _Fail()
 
 
 @dataclass(frozen=True)
@@ -57,6 +95,26 @@ class RawCall:
     """Pythonic calls: positional arguments, mapped to parameters in schema order."""
     typed: bool = False
     """The values are raw text (XML, ReAct) and get their types from the tool's schema."""
+    json_keys: frozenset[str] = frozenset()
+    """Typed values the model marked as JSON (DSML's `string="false"`): decoded even when the
+    schema does not say their type."""
+
+
+# -- brackets -------------------------------------------------------------------------------
+
+_OPENERS = re.compile(r"[{\[]")
+# Inside brackets: runs of openers, runs of closers, and whole strings. A quote opens a
+# string only right after `{ [ , : = (` (and blanks), so apostrophes in text inside
+# brackets are skipped by the search itself; a string that never closes runs to the end.
+_STRUCTURE = re.compile(
+    r"(?P<open>[{\[]+)|(?P<close>[}\]]+)"
+    # Possessive, unrolled string patterns keep no backtracking state per character.
+    r"|(?<=[{\[,:=(])\s*(?P<str>\"[^\"\\]*+(?:\\.[^\"\\]*+)*+(?:\"|\Z)"
+    r"|'[^'\\]*+(?:\\.[^'\\]*+)*+(?:'|\Z))",
+    re.DOTALL,
+)
+_CLOSER = {"{": "}", "[": "]"}
+_MIRROR = str.maketrans("{[", "}]")
 
 
 @dataclass(frozen=True)
@@ -65,8 +123,42 @@ class Brackets:
 
     spans: list[tuple[int, int]]
     """Outermost balanced `{…}` / `[…]` spans, `(start, end)`, in text order."""
-    tail: int | None
-    """The innermost opener still open at the end, outside any string; `None` if none."""
+    tails: list[int]
+    """Openers still open at the end, outside any string: the outermost, then the innermost
+    (one of each at most; none when everything closed)."""
+
+
+class _Scan:
+    """State of one bracket scan: the open brackets and the outermost closed spans."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.starts: list[int] = []
+        self.closed: list[tuple[int, int]] = []
+
+    def close(self, start: int, end: int) -> None:
+        # Spans closed earlier that start inside this one are nested in it: drop them, so
+        # `closed` only ever holds outermost spans, in order.
+        while self.closed and self.closed[-1][0] >= start:
+            self.closed.pop()
+        self.closed.append((start, end))
+
+    def closers(self, run: str, at: int) -> None:
+        k = len(run)
+        top = "".join(self.kinds[-k:])[::-1].translate(_MIRROR) if len(self.kinds) >= k else ""
+        if top == run:
+            self.close(self.starts[-k], at + k)
+            del self.kinds[-k:]
+            del self.starts[-k:]
+            return
+        for j, c in enumerate(run):
+            if self.kinds and _CLOSER[self.kinds[-1]] == c:
+                self.kinds.pop()
+                self.close(self.starts.pop(), at + j + 1)
+            else:
+                # A closer that does not match drops every open bracket.
+                self.kinds.clear()
+                self.starts.clear()
 
 
 def scan_brackets(s: str) -> Brackets:
@@ -76,67 +168,48 @@ def scan_brackets(s: str) -> Brackets:
     apostrophes and quotes in prose do not derail the scan. A closer that does not match
     the innermost opener drops every open bracket.
     """
-    stack: list[tuple[str, int]] = []
-    closed: list[tuple[int, int]] = []
-    quote = ""
-    skip = -1
-    for m in _TOKENS.finditer(s):
-        i = m.start()
-        if i == skip:
-            continue
-        c = s[i]
-        if quote:
-            if c == "\\":
-                skip = i + 1
-            elif c == quote:
-                quote = ""
-            continue
-        if c in "\"'":
-            if stack and _previous_char(s, i) in _QUOTE_AFTER:
-                quote = c
-        elif c in _CLOSER:
-            stack.append((c, i))
-        elif c in "}]":
-            if stack and _CLOSER[stack[-1][0]] == c:
-                closed.append((stack.pop()[1], i + 1))
-            else:
-                stack.clear()
-    tail = stack[-1][1] if stack and not quote else None
-    return Brackets(_outermost(closed), tail)
+    scan = _Scan()
+    pos = 0
+    in_string = False
+    while True:
+        if not scan.kinds:
+            m = _OPENERS.search(s, pos)
+            if m is None:
+                break
+            pos = m.start()
+        m = _STRUCTURE.search(s, pos)
+        if m is None:
+            break
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "open":
+            scan.kinds.extend(m.group())
+            scan.starts.extend(range(m.start(), pos))
+        elif kind == "close":
+            scan.closers(m.group(), m.start())
+        elif pos == len(s):
+            string = m.group("str")
+            in_string = len(string) == 1 or string[-1] != string[0]
+    tails = [] if in_string or not scan.starts else sorted({scan.starts[0], scan.starts[-1]})
+    return Brackets(scan.closed, tails)
 
 
-def _previous_char(s: str, i: int) -> str:
-    j = i - 1
-    while j >= 0 and s[j] in " \t\r\n":
-        j -= 1
-    return s[j] if j >= 0 else ""
+def json_chunks(s: str, *, at_end: bool) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """The JSON-looking chunks of `s`: its outermost bracketed spans, and, when `at_end`
+    (the text stops there), the unclosed tails that only miss their final closers.
 
-
-def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    spans.sort()
-    kept: list[tuple[int, int]] = []
-    end = -1
-    for start, stop in spans:
-        if start >= end:
-            kept.append((start, stop))
-            end = stop
-    return kept
-
-
-def json_chunks(s: str, *, at_end: bool) -> tuple[list[tuple[int, str]], tuple[int, str] | None]:
-    """The JSON-looking chunks of `s`: its outermost bracketed spans, and the unclosed tail
-    when `at_end` (the text stops there) and only its final closer is missing.
-
-    Spans inside the tail are listed too; the caller reads them if the tail is no call.
+    Spans inside a tail are listed too; the caller reads them if the tail is no call.
     """
     found = scan_brackets(s)
     chunks = [(a, s[a:b]) for a, b in found.spans]
-    if at_end and found.tail is not None:
-        tail = s[found.tail :].rstrip()
-        # Only a missing final closer is repaired: the tail must end with a closed value.
-        if tail.endswith(("}", "]")):
-            return chunks, (found.tail, tail)
-    return chunks, None
+    tails: list[tuple[int, str]] = []
+    if at_end:
+        for start in found.tails:
+            tail = s[start:].rstrip()
+            # Only missing final closers are repaired: the tail must end with a closed value.
+            if tail.endswith(("}", "]")):
+                tails.append((start, tail))
+    return chunks, tails
 
 
 def mentions(chunk: str, names: Iterable[str]) -> bool:
@@ -144,11 +217,16 @@ def mentions(chunk: str, names: Iterable[str]) -> bool:
     return any(n in chunk for n in names)
 
 
-def load_json(chunk: str) -> Any:
-    """Load `chunk` as JSON, repairing it when plain JSON fails; `FAIL` if neither works.
+def load_json(chunk: str, *, closing: bool = False, budget: Budget | None = None) -> Any:
+    """Load `chunk` as JSON, or as near-JSON when plain JSON fails; `FAIL` if neither.
 
-    Repair is only attempted on text that starts with `{` or `[` and is under `CAP`:
-    json_repair turns almost any text into some value.
+    The lenient reader only sees text that starts with `{` or `[` and is under `CAP`.
+
+    Args:
+        chunk: The text.
+        closing: The text is where the reply ends: closers missing at its very end may
+            be added (only if it ends with a closed value).
+        budget: The scan's budget, charged for lenient reading; without it, none is done.
     """
     try:
         # strict=False: models put raw newlines and tabs inside strings (code, text bodies).
@@ -158,59 +236,28 @@ def load_json(chunk: str) -> Any:
     text = chunk.strip()
     if len(text) > CAP or not text.startswith(("{", "[")):
         return FAIL
-    value = python_literal(text)
-    if value is not FAIL:
-        return value
-    try:
-        repaired = _repair_loads(text, logging=True)
-    # json_repair is third-party code run on untrusted text: any failure means "no JSON".
-    except Exception:
+    if budget is None or not budget.slow(len(text)):
         return FAIL
-    if not isinstance(repaired, tuple):
-        return FAIL
-    value, log = repaired
-    if not all(_harmless(entry) for entry in log):
-        return FAIL
-    return value if isinstance(value, dict | list) else FAIL
+    return read_value(text, close_at_end=closing)
 
 
-_HARMLESS_REPAIRS = ("python", "closing ]", "closing }", "comma")
+# -- call shapes ----------------------------------------------------------------------------
 
 
-def _harmless(entry: Any) -> bool:
-    """Whether a repair json_repair logged only fixes punctuation or Python literals.
+@dataclass(frozen=True)
+class Context:
+    """Where a JSON value was found, which decides the shapes it may take."""
 
-    Anything else (an unquoted value turned into a string, a guessed string boundary)
-    invents data, and a call built on invented data is not a call the model made.
-    """
-    text = str(entry.get("text", "") if isinstance(entry, dict) else entry).lower()
-    return any(marker in text for marker in _HARMLESS_REPAIRS)
-
-
-def python_literal(text: str) -> Any:
-    """A dict or list written in Python literal syntax (single quotes, `True`, `None`,
-    trailing commas), read from the syntax tree without evaluating; `FAIL` otherwise."""
-    try:
-        tree = ast.parse(text, mode="eval")
-        value = _literal(tree.body)
-    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
-        return FAIL
-    return value if isinstance(value, dict | list) else FAIL
+    names: frozenset[str]
+    budget: Budget = field(default_factory=Budget)
+    wrapped: bool = False
+    """Inside a call marker (`<tool_call>`, `<|tools_prefix|>`, …): a bare `{"name": N}` is
+    a call with no arguments, and `{"N": {…}}` a call to `N`."""
+    alone: bool = False
+    """The value is the whole reply: `{"N": {…}}` is a call to the known tool `N`."""
 
 
-def calls_in_chunk(chunk: str, names: Iterable[str]) -> list[RawCall]:
-    """The calls in one bracketed chunk (JSON shapes or a pythonic list), or `[]`."""
-    if len(chunk) > CAP or not mentions(chunk, names):
-        return []
-    if _PYTHONIC_START.match(chunk):
-        return parse_pythonic(chunk) or []
-    value = load_json(chunk)
-    if value is FAIL:
-        return []
-    return call_shapes(value) or []
-
-
-def call_shapes(value: Any, depth: int = 0) -> list[RawCall] | None:
+def call_shapes(value: Any, ctx: Context, depth: int = 0) -> list[RawCall] | None:
     """Read a loaded JSON value as one or more calls; `None` if it is not call-shaped.
 
     A list counts only if every element is a call, so a list of records that merely have
@@ -223,7 +270,7 @@ def call_shapes(value: Any, depth: int = 0) -> list[RawCall] | None:
             return None
         calls: list[RawCall] = []
         for item in value:
-            found = call_shapes(item, depth + 1)
+            found = call_shapes(item, ctx, depth + 1)
             if found is None:
                 return None
             calls.extend(found)
@@ -232,30 +279,47 @@ def call_shapes(value: Any, depth: int = 0) -> list[RawCall] | None:
         return None
     for wrapper in ("tool_calls", "tool_call", "function_call"):
         if wrapper in value and len(value) <= 2:
-            return call_shapes(value[wrapper], depth + 1)
+            return call_shapes(value[wrapper], ctx, depth + 1)
     inner = value.get("function")
     if isinstance(inner, dict) and set(value) <= _CALL_EXTRAS | {"function"}:
-        return call_shapes(inner, depth + 1)
-    return _one_call(value)
+        return call_shapes(inner, ctx, depth + 1)
+    return _one_call(value, ctx)
 
 
-def _one_call(d: dict[str, Any]) -> list[RawCall] | None:
+def _one_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
     key = next((k for k in NAME_KEYS if isinstance(d.get(k), str)), None)
-    if key is None or _DEFINITION_KEYS & set(d):
+    if key is None:
+        return _keyed_call(d, ctx)
+    if _DEFINITION_KEYS & set(d):
         return None
     name = d[key].strip()
     arg_key = next((k for k in ARGUMENT_KEYS if k in d), None)
     if arg_key is not None:
-        arguments = decode_arguments(d[arg_key])
+        arguments = decode_arguments(d[arg_key], ctx.budget)
         if arguments is FAIL:
             return None
         return [RawCall(name, arguments)]
     # Flattened arguments: written beside the name instead of under an arguments key.
     rest = {k: v for k, v in d.items() if k != key and k not in _CALL_EXTRAS}
+    if not rest and not ctx.wrapped:
+        # A lone `{"name": N}` in prose names something; it calls nothing.
+        return None
     return [RawCall(name, rest)]
 
 
-def decode_arguments(arguments: Any) -> Any:
+def _keyed_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
+    """Apertus writes `{"N": {…arguments…}}`; read only for a known tool `N`, and only where
+    the context says a call is meant."""
+    if len(d) != 1 or not (ctx.wrapped or ctx.alone):
+        return None
+    ((name, raw),) = d.items()
+    if name not in ctx.names:
+        return None
+    arguments = decode_arguments(raw, ctx.budget)
+    return [RawCall(name, arguments)] if isinstance(arguments, dict) else None
+
+
+def decode_arguments(arguments: Any, budget: Budget | None = None) -> Any:
     """Arguments as a dict, decoding a JSON string; a plain string stays a string."""
     if arguments is None or isinstance(arguments, dict):
         return arguments
@@ -266,86 +330,30 @@ def decode_arguments(arguments: Any) -> Any:
         return arguments
     if not text.endswith("}"):
         return FAIL
-    value = load_json(text)
+    value = load_json(text, budget=budget)
     return value if isinstance(value, dict) else FAIL
 
 
-def parse_pythonic(src: str) -> list[RawCall] | None:
-    """Parse `[f(a=1), g()]` or newline-separated calls with `ast`; never evaluates.
+def calls_in_chunk(chunk: str, ctx: Context, *, closing: bool = False) -> list[RawCall]:
+    """The calls in one bracketed chunk of JSON, or `[]`.
 
-    Values must be literals (`true`/`false`/`null` are accepted too); `...` is a
-    placeholder and makes the whole text not a call.
+    A list whose elements do not all load is read element by element, so one broken call
+    does not hide its siblings.
     """
-    if len(src) > CAP:
-        return None
-    try:
-        tree = ast.parse(src.strip(), mode="exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    nodes: list[ast.expr] = []
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.Expr):
-            return None
-        expr = stmt.value
-        nodes.extend(expr.elts if isinstance(expr, ast.List) else [expr])
-    if not nodes:
-        return None
+    if not mentions(chunk, ctx.names) or not ctx.budget.candidate():
+        return []
+    value = load_json(chunk, closing=closing, budget=ctx.budget)
+    if value is FAIL:
+        if len(chunk) > CAP or not chunk.lstrip().startswith("["):
+            return []
+        return _salvage_list(chunk, ctx)
+    return call_shapes(value, ctx) or []
+
+
+def _salvage_list(chunk: str, ctx: Context) -> list[RawCall]:
+    inner = chunk.strip()[1:]
     calls: list[RawCall] = []
-    for node in nodes:
-        call = _pythonic_call(node)
-        if call is None:
-            return None
-        calls.append(call)
+    for _offset, piece in json_chunks(inner, at_end=False)[0]:
+        if piece.startswith("{"):
+            calls.extend(calls_in_chunk(piece, ctx))
     return calls
-
-
-def _pythonic_call(node: ast.expr) -> RawCall | None:
-    if not isinstance(node, ast.Call):
-        return None
-    if _dotted(node.func) == "print" and len(node.args) == 1 and not node.keywords:
-        return _pythonic_call(node.args[0])
-    name = _dotted(node.func)
-    if name is None:
-        return None
-    try:
-        positional = tuple(_literal(a) for a in node.args)
-        keywords: dict[str, Any] = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                return None
-            keywords[kw.arg] = _literal(kw.value)
-    except (ValueError, RecursionError):
-        return None
-    return RawCall(name, keywords, positional)
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
-
-
-_NAMED_LITERALS = {"true": True, "false": False, "null": None}
-
-
-def _literal(node: ast.expr) -> Any:
-    match node:
-        case ast.Constant(value=value) if value is not Ellipsis:
-            return value
-        case ast.Name(id=name) if name in _NAMED_LITERALS:
-            return _NAMED_LITERALS[name]
-        case ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=int() | float() as v)):
-            return -v
-        case ast.List(elts=elts) | ast.Tuple(elts=elts):
-            return [_literal(e) for e in elts]
-        case ast.Dict(keys=keys, values=values):
-            out: dict[Any, Any] = {}
-            for key, item in zip(keys, values, strict=True):
-                if key is None:
-                    raise ValueError("`**` in a dict literal")
-                out[_literal(key)] = _literal(item)
-            return out
-    raise ValueError(f"not a literal: {type(node).__name__}")
