@@ -37,17 +37,26 @@ __all__ = [
     "run_experiment",
     "run_html",
     "scan_tool_calls",
+    "split_reasoning",
     "stepper",
     "turn_frame",
 ]
 
 
 def scan_tool_calls(text: str, tools: Sequence[Tool | ToolSpec], *, id_prefix: str) -> RescueScan:
-    """A turn's rescue (`core.rescue`): its readers and `json_repair` load with the first
-    text that needs them."""
+    """A turn's rescue (`core.rescue`): its readers load with the first text that needs
+    them."""
     from thena_nb.core.rescue import scan_tool_calls as scan
 
     return scan(text, tools, id_prefix=id_prefix)
+
+
+def split_reasoning(text: str) -> tuple[str | None, str]:
+    """A turn's reasoning apart from its answer, for text that is not searched for calls
+    (`core.rescue.split_reasoning`)."""
+    from thena_nb.core.rescue import split_reasoning as split
+
+    return split(text)
 
 
 def turn_frame(turns: Sequence[Turn]) -> Any:

@@ -8,7 +8,8 @@ turn runs and the order SEMANTICS states the rules:
 - `request`: the `ModelRequest`, exactly what the model is sent (after the agent's history
   processor), and its request key.
 - `model`: the call with the executor's retries (S25), or the recorded reply on replay.
-- `calls`: the native calls, or those rescued from the text (S21); ids assigned once.
+- `calls`: the native calls, or those rescued from the text (S21); ids assigned once; the
+  model's reasoning kept apart from its answer.
 - `tools`: the second pause point, before any tool of the turn runs; then the calls.
 - `record`: the `Turn`, recorded (and persisted) before the next turn starts (S28); then
   `on_fail` for each failed call (S11) and the `fails` check (S10).
@@ -62,7 +63,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
         raise
     history = at.scope.history
     first = len(history)
-    proposed = calls(agent, reply, key, history)
+    reply, proposed = calls(agent, reply, key, history, recorded)
     done = await tools(agent, at, proposed, recorded)
     at.control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
     if recorded is not None and at.control.replay is not None:
@@ -171,15 +172,9 @@ async def call_model(model: Model, sent: ModelRequest, control: RunControl) -> t
 
 
 def _recorded_reply(turn: Turn) -> Reply:
-    """The reply a recorded turn got, rebuilt so the turn replays exactly."""
-    native = [
-        finished(c, ok=None, result=None, error=None, retries=0)
-        for c in turn.tool_calls
-        if c.source == "native"
-    ]
+    """The reply a recorded turn got (its calls come from the turn, in the calls phase)."""
     return Reply(
         text=turn.info.response,
-        tool_calls=native,
         finish_reason=turn.finish_reason,
         input_tokens=turn.input_tokens,
         output_tokens=turn.output_tokens,
@@ -193,18 +188,28 @@ def _recorded_reply(turn: Turn) -> Reply:
 # -- calls -----------------------------------------------------------------------------------
 
 
-def calls(agent: Agent, reply: Reply, request_key: str, history: list[Message]) -> list[ToolCall]:
-    """The turn's calls, native ones or else those rescued from the text (S21), and the
-    model's message with them added to the history.
+def calls(
+    agent: Agent, reply: Reply, request_key: str, history: list[Message], recorded: Turn | None
+) -> tuple[Reply, list[ToolCall]]:
+    """The turn's calls and the reply as the turn keeps it; the model's message joins the
+    history.
 
-    A rescued call's id comes from the request key and the call's position in the text, so
-    a replay, which asks the same, gets the same ids whatever order parallel branches'
-    model calls return in. A call to a `@tool(rescue=False)` tool is a failed call.
+    Native calls come through the API; without them, and with `rescue` on, calls written in
+    the text are rescued (S21). A rescued call's id comes from the request key and the
+    call's position in the text, so a replay, which asks the same, gets the same ids
+    whatever order parallel branches' model calls return in; a replay takes the recorded
+    calls as the model made them. A call to a `@tool(rescue=False)` tool is a failed call.
+    Reasoning written in the text (`<think>…</think>`, a harmony analysis channel, …) is
+    kept apart from the answer and never searched for calls.
     """
-    if reply.tool_calls:
+    if recorded is not None:
+        proposed = [_as_proposed(agent, c) for c in recorded.tool_calls]
+    elif reply.tool_calls:
         proposed = list(reply.tool_calls)
+        reply = _without_reasoning(reply, None)
     elif not agent.rescue or not agent.tools or not reply.text:
         proposed = []
+        reply = _without_reasoning(reply, None)
     else:
         prefix = f"rescued-{request_key[:12]}"
         scan = _portals.scan_tool_calls(reply.text, agent.tools, id_prefix=prefix)
@@ -212,6 +217,7 @@ def calls(agent: Agent, reply: Reply, request_key: str, history: list[Message]) 
         for call in scan.refused:
             error = error_observation(call.name, call.arguments, reason=call.error)
             proposed.append(finished(call, error=error))
+        reply = _without_reasoning(reply, (scan.reasoning, scan.text))
     message = {
         "role": "assistant",
         "content": reply.text,
@@ -221,7 +227,28 @@ def calls(agent: Agent, reply: Reply, request_key: str, history: list[Message]) 
         "is_error": False,
     }
     history.append(construct(Message, message))
-    return proposed
+    return reply, proposed
+
+
+def _without_reasoning(reply: Reply, found: tuple[str | None, str | None] | None) -> Reply:
+    """`reply` with the reasoning in its text moved to `reasoning` (a copy, when any)."""
+    if reply.reasoning is not None or not reply.text:
+        return reply  # the adapter kept them apart already
+    if found is None:
+        reasoning, text = _portals.split_reasoning(reply.text)
+    else:
+        reasoning, text = found[0], found[1] if found[1] is not None else reply.text
+    if reasoning is None and text == reply.text:
+        return reply
+    return reply.model_copy(update={"text": text, "reasoning": reasoning})
+
+
+def _as_proposed(agent: Agent, call: ToolCall) -> ToolCall:
+    """A recorded call as the model made it: before it ran, or refused as it was then."""
+    tool = agent._by_name.get(call.name)
+    if call.source == "rescued" and tool is not None and not tool.rescue:
+        return call  # refused before it could run
+    return finished(call, ok=None, result=None, error=None, retries=0)
 
 
 # -- tools -----------------------------------------------------------------------------------
