@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import math
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -142,14 +141,11 @@ def test_every_png_of_a_figure_comes_from_figure_png() -> None:
     assert figure_png(fig, dpi=40) != png
 
 
-def test_ten_thousand_turns_chart_well_under_a_second() -> None:
+def test_ten_thousand_turns_chart_every_marker() -> None:
+    """How fast is measured by benchmark W3 (`python -m benchmarks --only W3`), not here."""
     pattern = ("nNNrR." * 1667)[:10_000]
     turns = streak_turns(pattern)
     loop = build_loop("wf/0.loop", list(range(10_000)))
-    failure_chart(turns[:10], [build_loop("wf/0.loop", list(range(10)))])  # warm up
-    started = time.perf_counter()
     fig = failure_chart(turns, [loop])
-    elapsed = time.perf_counter() - started
     (ax,) = fig.axes
     assert sum(marker_counts(ax).values()) == 10_000 - pattern.count(".")
-    assert elapsed < 1.0, f"{elapsed:.2f} s"

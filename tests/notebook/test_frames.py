@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -137,11 +136,8 @@ def test_frame_html_escapes_model_text_and_shortens_long_frames() -> None:
 
 
 @pytest.mark.parametrize("n", [100_000])
-def test_a_hundred_thousand_turns_take_well_under_a_second(n: int) -> None:
+def test_a_hundred_thousand_turns_make_one_row_each(n: int) -> None:
+    """How fast is measured by benchmark W3 (`python -m benchmarks --only W3`), not here."""
     turns = streak_turns("nNrR." * (n // 5))
-    turn_frame(turns[:1000])  # warm pandas up
-    started = time.perf_counter()
     frame = turn_frame(turns)
-    elapsed = time.perf_counter() - started
-    assert len(frame) == n
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    assert len(frame) == n and frame["turn"].tolist() == list(range(n))
