@@ -27,7 +27,9 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
+SCRIPTED = ("W3", "W4", "W6", "W7")
+"""The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
@@ -92,7 +94,7 @@ def table(results: dict[str, Any]) -> list[list[str]]:
         peak = f"{w5['peak_bytes_per_turn']:,.0f} B/turn"
         rows.append(["W5", "peak during the run", peak, "", ""])
         rows += _checks("W5", w5)
-    for key in ("W3", "W4", "W6"):
+    for key in SCRIPTED:
         for part in results.get(key, []):
             status = part["status"]
             shown = {"ran": "see below", "missing": "not run", "failed": "FAILED"}[status]
@@ -199,13 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(render(table(results)))
     notes = [n for key in ("W1", "W2", "W5") for n in results.get(key, {}).get("notes", [])]
-    for key in ("W3", "W4", "W6"):
+    for key in SCRIPTED:
         notes += [f"{p['script']}: {p['note']}" for p in results.get(key, []) if p.get("note")]
     if notes:
         print("\nNotes:")
         for note in notes:
             print(f"- {note}")
-    for key in ("W3", "W4", "W6"):
+    for key in SCRIPTED:
         for part in results.get(key, []):
             if part["status"] == "ran":
                 print(f"\n{key} {part['title']} ({part['script']}):\n{part['stdout'].rstrip()}")

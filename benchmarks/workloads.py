@@ -5,7 +5,8 @@
   busy machine slows them alike; medians of wall and CPU time, and peer ÷ thena_nb ratios.
 - W2 parallel: two branches whose models take 100 ms each; wall time against 100 ms.
 - W5 memory: bytes kept per recorded turn of a 10,000-turn run, beyond the model's own text.
-- W3 notebook views, W4 store, W6 rescue throughput: their scripts, run as subprocesses.
+- W3 notebook views, W4 store, W6 rescue throughput, W7 run diffs: their scripts, run as
+  subprocesses.
 """
 
 from __future__ import annotations
@@ -393,6 +394,7 @@ SCRIPTS = [
     Script("W3", "stepper_render.py", "stepper rendering"),
     Script("W4", "store_cost.py", "run store"),
     Script("W6", "rescue_throughput.py", "rescue throughput"),
+    Script("W7", "diff_cost.py", "run diffs"),
 ]
 
 

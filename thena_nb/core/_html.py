@@ -9,15 +9,18 @@ Inline styles are kept small and there are no scripts.
 
 from __future__ import annotations
 
+import difflib
 import html
+import itertools
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from thena_nb.core.steps import callable_name
 
-__all__ = ["escape", "run_html", "turn_html", "turn_info_html", "workflow_html"]
+__all__ = ["diff_html", "escape", "run_html", "turn_html", "turn_info_html", "workflow_html"]
 
 _BOX = "border:1px solid #ccc;border-radius:4px;padding:4px 8px;margin:3px 0"
 _PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:2px 4px;font-size:90%"
@@ -36,9 +39,23 @@ _COLORS = {
     "exhausted": "#ff7f0e",
     "fails": "#d62728",
     "stop": "#ff7f0e",
+    "agent": "#9467bd",
+    "message": "#9467bd",
+    "reply": "#d62728",
+    "tool_result": "#d62728",
+    "steps": "#777",
+    "replayed": "#17becf",
 }
 _TABLE_ROWS = 40
 _SHORT_TEXT = 80
+_DIFF_ROWS = 20
+"""Pairs a diff shows from its first divergence on."""
+_DIFF_TEXT = 4000
+"""Characters of a text a diff compares and shows."""
+_DEL = "background:#fdd;text-decoration:line-through"
+_INS = "background:#dfd;text-decoration:none"
+_DIFFERS = {"only_a": "only in run a", "only_b": "only in run b", "tool_results": "tool results"}
+_WORDS = re.compile(r"\w+|\s+|[^\w\s]")
 
 
 def escape(text: object) -> str:
@@ -175,6 +192,165 @@ def run_html(run: Any, *, frame_html: str | None = None, chart_png_b64: str | No
         )
     parts.append("</div>")
     return "".join(parts)
+
+
+def diff_html(diff: Any) -> str:
+    """Two runs side by side from their first divergence on, the differences marked.
+
+    The pairs before the divergence are one line; from it on, each pair is a row with run
+    `a`'s turn beside run `b`'s, and where a reply's text, a call's arguments or a tool's
+    result differ, the words that differ are struck out on the left and marked on the right.
+
+    Args:
+        diff: A `RunDiff` (anything with `a`, `b`, `pairs`, `first_divergence`,
+            `divergence_pair` and `turns(pair)`).
+
+    Returns:
+        HTML text.
+    """
+    a, b, pairs = diff.a, diff.b, diff.pairs
+    head = (
+        f"diff of run <code>{escape(a.run_id)}</code> (a) and <code>{escape(b.run_id)}</code>"
+        f" (b) · {escape(len(pairs))} aligned turns"
+    )
+    d = diff.first_divergence
+    if d is None:
+        verdict = f"{_badge('ok', 'agree')} the runs agree turn for turn"
+        return f'<div class="thena-diff"><div>{head}</div><div>{verdict}</div></div>'
+    at = diff.divergence_pair
+    where = f"turn {escape(_or_none(d.turn_a))} of a, {escape(_or_none(d.turn_b))} of b"
+    verdict = (
+        f"first divergence at {where} · <code>{escape(d.step_path)}</code> · "
+        f"{_badge(d.cause)} {escape(d.detail)}"
+    )
+    header = f"<tr><th style='{_CELL}'>where</th><th style='{_CELL}'>run a</th>"
+    header += f"<th style='{_CELL}'>run b</th></tr>"
+    rows = []
+    if at:
+        reused = sum(1 for pair in pairs[:at] if pair.reused)
+        note = f" ({reused} reused from a recording)" if reused else ""
+        rows.append(f"<tr><td colspan='3'><i>{escape(at)} turns before agree{note}</i></td></tr>")
+    shown = pairs[at : at + _DIFF_ROWS]
+    rows.extend(_diff_row(diff, pair, i == 0) for i, pair in enumerate(shown))
+    rest = len(pairs) - at - len(shown)
+    if rest:
+        rows.append(f"<tr><td colspan='3'><i>{escape(rest)} more turns not shown</i></td></tr>")
+    table = f"<table><thead>{header}</thead><tbody>{''.join(rows)}</tbody></table>"
+    return f'<div class="thena-diff"><div>{head}</div><div>{verdict}</div>{table}</div>'
+
+
+def _or_none(value: object) -> str:
+    return "none" if value is None else str(value)
+
+
+def _diff_row(diff: Any, pair: Any, first: bool) -> str:
+    ta, tb = diff.turns(pair)
+    differs = ", ".join(_DIFFERS.get(d, d) for d in pair.differs) or "the same"
+    if pair.reused:
+        differs += " (reused)"
+    where = (
+        f"<code>{escape(pair.step_path)}</code><div style='font-size:85%'>{escape(differs)}</div>"
+    )
+    cell_a, cell_b = _diff_cells(ta, tb, set(pair.differs))
+    mark = f";border-left:3px solid {_COLORS['failed']}" if first else ""
+    return (
+        f"<tr><td style='{_CELL}{mark}'>{where}</td><td style='{_CELL}'>{cell_a}</td>"
+        f"<td style='{_CELL}'>{cell_b}</td></tr>"
+    )
+
+
+def _diff_cells(ta: Any, tb: Any, differs: set[str]) -> tuple[str, str]:
+    none = "<div style='color:#777'><i>no turn here</i></div>"
+    if ta is None or tb is None:
+        turn = ta if ta is not None else tb
+        alone = (
+            _diff_head(turn)
+            + _pre_or_none(turn.info.response)
+            + _diff_calls(turn.tool_calls, [])[0]
+        )
+        return (alone, none) if ta is not None else (none, alone)
+    if "reply" in differs:
+        text_a, text_b = _marked(ta.info.response, tb.info.response)
+    else:
+        text_a = text_b = _pre_or_none(ta.info.response)
+    calls_a, calls_b = _diff_calls(ta.tool_calls, tb.tool_calls)
+    return _diff_head(ta) + text_a + calls_a, _diff_head(tb) + text_b + calls_b
+
+
+def _diff_head(turn: Any) -> str:
+    parts = [f"<b>turn {escape(turn.index)}</b>", escape(turn.agent)]
+    if turn.iteration is not None:
+        parts.append(f"iteration {escape(turn.iteration)}")
+    if turn.replayed:
+        parts.append(_badge("replayed"))
+    return f"<div>{' · '.join(parts)}</div>"
+
+
+def _diff_calls(calls_a: Sequence[Any], calls_b: Sequence[Any]) -> tuple[str, str]:
+    """The calls of two turns, call by call, with differing arguments and results marked."""
+    items_a: list[str] = []
+    items_b: list[str] = []
+    for ca, cb in itertools.zip_longest(calls_a, calls_b):
+        if ca is None or cb is None:
+            call = ca if ca is not None else cb
+            item = _diff_call(call, _pre(_arguments(call)), _pre(_outcome(call)))
+            (items_a if ca is not None else items_b).append(item)
+            continue
+        args_a, args_b = _marked(_arguments(ca), _arguments(cb))
+        out_a, out_b = _marked(_outcome(ca), _outcome(cb))
+        items_a.append(_diff_call(ca, args_a, out_a))
+        items_b.append(_diff_call(cb, args_b, out_b))
+    return _ol(items_a), _ol(items_b)
+
+
+def _ol(items: list[str]) -> str:
+    return f"<ol style='margin:2px 0'>{''.join(items)}</ol>" if items else ""
+
+
+def _diff_call(call: Any, arguments: str, outcome: str) -> str:
+    status = " " + _badge("ok" if call.ok else "failed") if call.ok is not None else ""
+    return f"<li><code>{escape(call.name)}</code>{status}{arguments}{outcome}</li>"
+
+
+def _arguments(call: Any) -> str:
+    return json.dumps(call.arguments, ensure_ascii=False, default=str)
+
+
+def _outcome(call: Any) -> str:
+    if call.ok is False:
+        return call.error or ""
+    return call.result or ""
+
+
+def _pre(text: str) -> str:
+    return f'<pre style="{_PRE}">{escape(text)}</pre>' if text else ""
+
+
+def _marked(a: str, b: str) -> tuple[str, str]:
+    """`a` and `b` as two `<pre>` blocks, the words of `a` that `b` lacks struck out and the
+    words `b` adds marked; every piece escaped."""
+    if a == b:
+        return _pre(a), _pre(b)
+    words_a = _WORDS.findall(_short(a, _DIFF_TEXT))
+    words_b = _WORDS.findall(_short(b, _DIFF_TEXT))
+    matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
+    out_a: list[str] = []
+    out_b: list[str] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        piece_a, piece_b = escape("".join(words_a[i1:i2])), escape("".join(words_b[j1:j2]))
+        if tag == "equal":
+            out_a.append(piece_a)
+            out_b.append(piece_b)
+            continue
+        if piece_a:
+            out_a.append(f'<del style="{_DEL}">{piece_a}</del>')
+        if piece_b:
+            out_b.append(f'<ins style="{_INS}">{piece_b}</ins>')
+    empty = "<i style='color:#777'>(no text)</i>"
+    return (
+        f'<pre style="{_PRE}">{"".join(out_a) or empty}</pre>',
+        f'<pre style="{_PRE}">{"".join(out_b) or empty}</pre>',
+    )
 
 
 def _step_html(step: Any, index: int) -> str:

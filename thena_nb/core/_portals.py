@@ -11,7 +11,7 @@ No other module of `thena_nb.core` imports inside a function.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core.errors import StoreError
@@ -32,6 +32,7 @@ __all__ = [
     "Experiment",
     "Stepper",
     "default_store",
+    "diff_frame",
     "failure_chart",
     "require_store",
     "run_experiment",
@@ -64,6 +65,14 @@ def turn_frame(turns: Sequence[Turn]) -> Any:
     from thena_nb.notebook.frames import turn_frame as frame
 
     return frame(turns)
+
+
+def diff_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """`RunDiff.frame()`: the aligned pairs of two runs as a pandas DataFrame (notebook
+    layer)."""
+    from thena_nb.notebook.frames import diff_frame as frame
+
+    return frame(rows)
 
 
 def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from thena_nb.core import _portals
+from thena_nb.core.diff import RunDiff
 from thena_nb.core.report import ReportNode
 from thena_nb.core.types import LoopStopReason, Message, RunStatus, Turn, TurnInfo, Usage
 from thena_nb.core.what_if import WhatIf, what_if
@@ -169,6 +170,33 @@ class Run:
         """Where each loop would have stopped under another `until`, from the recorded turns
         alone (no model call): `{loop_path: WhatIf(iteration, stop_reason)}`."""
         return what_if(self, until)
+
+    def diff(self, other: Run) -> RunDiff:
+        """This run's turns beside `other`'s, aligned by where they ran, and the first place
+        the two part, with its cause (no model call).
+
+        Turns pair by step path and the iteration of every loop around them, in order;
+        `first_divergence` is the first pair that differs (found from the request keys) and
+        says why: `"agent"` (the system prompt or another field of the agent changed),
+        `"message"` (an earlier message of the history differs, e.g. the input),
+        `"reply"`, `"tool_result"`, `"stop"` (a loop stopped sooner) or `"steps"`.
+
+        Args:
+            other: The run to compare with (run `b`; this run is run `a`).
+
+        Returns:
+            A `RunDiff`: `first_divergence`, `pairs`, `frame()` and an HTML view.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> wf = Workflow("hello", [Agent("Greeter", model=ScriptedModel(["Hello!"]))])
+            >>> run = wf.run("hi", store=False)
+            >>> d = run.diff(wf.run("hello", store=False)).first_divergence
+            >>> d.cause, d.message, d.detail
+            ('message', 0, "message 0 of the history (the input) differs: 'hi' → 'hello'")
+        """
+        return RunDiff(self, other)
 
     def header(self) -> dict[str, Any]:
         """What is known of the run when it starts, JSON-ready (what a store writes first)."""

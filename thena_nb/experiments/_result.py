@@ -13,6 +13,8 @@ from thena_nb.core.run import Run
 if TYPE_CHECKING:
     import pandas as pd
 
+    from thena_nb.core.diff import RunDiff
+
 __all__ = ["Experiment"]
 
 
@@ -127,6 +129,49 @@ class Experiment:
             f"Experiment({self.workflow_name!r}, runs={len(self.runs)}/{len(self._slots)}, "
             f"inputs={len(self.inputs)}, variants={list(self.variants)!r}{extra})"
         )
+
+    def diff(self, variant_a: str, variant_b: str, *, input: str | None = None) -> RunDiff:
+        """The diff of two variants' runs of one input: `run_a.diff(run_b)` (no model call).
+
+        Args:
+            variant_a: The variant whose run is run `a`.
+            variant_b: The variant whose run is run `b`.
+            input: The input of both runs; it may be left out when there is only one.
+
+        Returns:
+            A `RunDiff`: the turns aligned, and the first divergence with its cause.
+
+        Raises:
+            ValueError: A variant or the input is not in the experiment, `input` is left out
+                with several inputs, or one of the two runs did not end (a cancelled
+                experiment).
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> wf = Workflow("hello", [Agent("Greeter", model=ScriptedModel(["Hello!"]))])
+            >>> variants = {"plain": {}, "brief": {"Greeter": {"system": "Be brief."}}}
+            >>> exp = wf.map(["hi"], variants=variants, store=False, progress=False)
+            >>> exp.diff("plain", "brief").first_divergence.changed
+            ('system',)
+        """
+        for name in (variant_a, variant_b):
+            if name not in self.variants:
+                known = ", ".join(map(repr, self.variants))
+                raise ValueError(f"the experiment has no variant {name!r}; variants: {known}")
+        if input is None:
+            if len(self.inputs) != 1:
+                raise ValueError(
+                    f"the experiment has {len(self.inputs)} inputs; say which with `input=`"
+                )
+            input = self.inputs[0]
+        elif input not in self.inputs:
+            raise ValueError(f"the experiment has no input {input!r}")
+        runs = {v: run for i, v, run in self._entries() if i == input}
+        for name in (variant_a, variant_b):
+            if name not in runs:
+                raise ValueError(f"the run of {input!r} under {name!r} did not end")
+        return runs[variant_a].diff(runs[variant_b])
 
 
 _FRAME_DTYPES: dict[str, str] = {

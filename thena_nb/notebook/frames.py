@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import html
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,7 +20,16 @@ import pandas as pd
 if TYPE_CHECKING:
     from thena_nb.core.types import Turn
 
-__all__ = ["COLUMNS", "RUNS_COLUMNS", "frame_html", "runs_frame", "stack_frames", "turn_frame"]
+__all__ = [
+    "COLUMNS",
+    "DIFF_COLUMNS",
+    "RUNS_COLUMNS",
+    "diff_frame",
+    "frame_html",
+    "runs_frame",
+    "stack_frames",
+    "turn_frame",
+]
 
 COLUMNS: dict[str, str] = {
     "turn": "int64",
@@ -240,3 +249,47 @@ def runs_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         frame[column] = frame[column].astype("int64")
     frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
     return frame
+
+
+DIFF_COLUMNS: dict[str, str] = {
+    "turn_a": "Int64",
+    "turn_b": "Int64",
+    "step_path": "string",
+    "agent": "string",
+    "iteration": "Int64",
+    "differs": "string",
+    "cause": "string",
+    "reused": "bool",
+    "request_differs": "boolean",
+    "reply_differs": "boolean",
+    "tool_results_differ": "boolean",
+    "replayed_a": "boolean",
+    "replayed_b": "boolean",
+    "response_a": "string",
+    "response_b": "string",
+    "tool_calls_a": "Int64",
+    "tool_calls_b": "Int64",
+}
+"""The columns of `RunDiff.frame()`, in order, with their dtypes."""
+
+
+def diff_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """`RunDiff.frame()`: one row per aligned pair of turns, in the order they ran.
+
+    Args:
+        rows: One dict per pair with the keys of `DIFF_COLUMNS` (`None` where a value is
+            missing: a turn only one run has, a cause off the divergence's row).
+
+    Returns:
+        A DataFrame with the columns of `DIFF_COLUMNS`; turn indexes and counts are nullable
+        integers, the flags nullable booleans, and missing values (an empty text too) are
+        missing.
+    """
+    array: Any = pd.array  # the dtype is text, which pandas-stubs' overloads cannot match
+    data = {}
+    for name, dtype in DIFF_COLUMNS.items():
+        values = [row[name] for row in rows]
+        if dtype == "string":
+            values = [v or None for v in values]
+        data[name] = array(values, dtype=dtype)
+    return pd.DataFrame(data, copy=False)
