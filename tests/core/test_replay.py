@@ -148,3 +148,19 @@ def test_rescued_ids_survive_replay_fork_and_resume_of_out_of_order_branches() -
     resumed = wf.resume(first.run_id, store=store)
     assert resumed.status == "finished"
     assert [c.id for t in resumed.turns for c in t.tool_calls] == ids
+
+
+def test_a_fork_with_a_changed_agent_reuses_its_rescued_calls() -> None:
+    """A changed agent asks with another request key; the reused turns keep the calls (and
+    ids) they were recorded with, so their recorded results still match."""
+    text = '{"name": "add", "arguments": {"a": 2, "b": 3}}'
+    agent = Agent("Calc", model=ScriptedModel([text, text, "done"]), tools=calc([]).tools)
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered)])
+    first = wf.run("go", store=False)
+    live = ScriptedModel(["changed answer"])
+    forked = first.fork(2, changes={"Calc": {"system": "x", "model": live}}, store=False)
+    assert [t.replayed for t in forked.turns] == [True, True, False]
+    assert [c.id for t in forked.turns[:2] for c in t.tool_calls] == [
+        c.id for t in first.turns[:2] for c in t.tool_calls
+    ]
+    assert forked.output == "changed answer"
