@@ -51,6 +51,7 @@ from thena_nb.core.types import (
     Usage,
 )
 from thena_nb.core.workflow import Workflow
+from thena_nb.experiments._cases import Case
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_MAX_ITERATIONS",
     "Agent",
     "Budget",
+    "Case",
     "Context",
     "Event",
     "LoopFailure",
