@@ -232,6 +232,16 @@ class Workflow:
                 a list or a dict of column name to scorer: one `exp.frame()` column each.
             repeats: Runs per (case, variant), each an independent sample stored as its
                 own run; `exp.compare()` then gives pass@k.
+
+        Example:
+            >>> from thena_nb import Agent, Case, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> from thena_nb.scorers import equals
+            >>> wf = Workflow("demo", [Agent("A", model=ScriptedModel(["4"]))])
+            >>> exp = wf.map([Case("2+2?", expected="4")], scorers=[equals()], repeats=2,
+            ...              store=False, progress=False)
+            >>> exp.frame()["equals"].tolist(), float(exp.compare().loc["base", "equals_pass@2"])
+            ([True, True], 1.0)
         """
         return _portals.run_experiment(
             self,
