@@ -512,6 +512,7 @@ def test_numeric_intervals_in_compare_are_reproducible() -> None:
 def test_score_chart_has_a_panel_per_scorer_and_takes_names_as_plain_text() -> None:
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
+    from matplotlib.text import Text
 
     variants = {r"$\frac$ cost": {"Geo": {"system": "Be brief."}}, "thorough": {}}
     exp = capitals(FunctionModel(capital)).map(
@@ -524,9 +525,13 @@ def test_score_chart_has_a_panel_per_scorer_and_takes_names_as_plain_text() -> N
     assert isinstance(fig, Figure) and plt.get_fignums() == before  # pyplot never saw it
     shown = [ax for ax in fig.axes if ax.axison]
     assert [ax.get_title(loc="left") for ax in shown] == ["equals", "$x_2$", "chars"]
-    ticks = [t.get_text() for t in shown[0].get_xticklabels()]
-    assert ticks == [r"$\frac$ cost", "thorough"]
-    assert not any(t.get_parse_math() for ax in shown for t in ax.get_xticklabels())
+    assert [t.get_text() for t in shown[0].get_xticklabels()] == ["1", "2"]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [r"1  $\frac$ cost", "2  thorough"]
+    assert not any(t.get_parse_math() for t in legend.get_texts())
+    titles = [t for ax in shown for t in ax.get_children()
+              if isinstance(t, Text) and t.get_text() == "$x_2$"]  # fmt: skip
+    assert titles and not any(t.get_parse_math() for t in titles)
     assert shown[0].get_ylabel() == "pass rate" and shown[2].get_ylabel() == "mean"
     assert any("pass@2" in t.get_text() for t in shown[0].texts)
     assert fig._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"  # renders: no mathtext error

@@ -23,14 +23,16 @@ if TYPE_CHECKING:
 __all__ = ["score_chart"]
 
 _COLUMNS = 3
-"""Panels per row."""
+"""Panels per row, at most."""
 
 
 def score_chart(stats: Sequence[ScoreStats], variants: Sequence[str], repeats: int) -> Figure:
     """One panel per scorer: a bar per variant (its mean) with its confidence interval.
 
     A pass/fail scorer's panel runs from 0 to 1 (the pass rate) and marks pass@k with a
-    diamond when `repeats > 1`; a numeric scorer's panel shows the mean.
+    diamond when `repeats > 1`; a numeric scorer's panel shows the mean. The bars are
+    numbered from 1 in variant order, in the same colour in every panel, and the legend
+    below the panels names them.
 
     Args:
         stats: `summarise(...)`'s statistics.
@@ -43,10 +45,11 @@ def score_chart(stats: Sequence[ScoreStats], variants: Sequence[str], repeats: i
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     names = list(dict.fromkeys(s.scorer for s in stats))
-    cols = max(1, min(_COLUMNS, len(names)))
+    cols = 2 if len(names) == 4 else max(1, min(_COLUMNS, len(names)))
     rows = max(1, math.ceil(len(names) / cols))
-    width = max(4.0, 1.0 + cols * (0.9 + 0.55 * len(variants)))
-    fig = _chart_class()(figsize=(width, 0.4 + 2.8 * rows), layout="constrained")
+    width = max(4.0, cols * (1.2 + 0.45 * len(variants)))
+    height = 0.4 + 2.6 * rows + 0.25 * math.ceil(len(variants) / 2)
+    fig = _chart_class()(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     if not names:
         ax = fig.add_subplot()
@@ -58,13 +61,29 @@ def score_chart(stats: Sequence[ScoreStats], variants: Sequence[str], repeats: i
         _draw_scorer(ax, [s for s in stats if s.scorer == name], variants, repeats)
     for ax in axes[len(names) :]:
         ax.set_axis_off()
+    _legend(fig, variants)
     return fig
+
+
+def _legend(fig: Figure, variants: Sequence[str]) -> None:
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(color=_colour(i), alpha=0.8, label=f"{i + 1}  {v}") for i, v in enumerate(variants)
+    ]
+    legend = fig.legend(handles=handles, loc="outside lower center", ncols=2 if len(variants) > 1
+                        else 1, fontsize=8, frameon=False)  # fmt: skip
+    for text in legend.get_texts():
+        text.set_parse_math(False)
+
+
+def _colour(i: int) -> str:
+    return f"C{i % 10}"
 
 
 def _draw_scorer(ax: Axes, stats: list[ScoreStats], variants: Sequence[str], repeats: int) -> None:
     by_variant = {s.variant: s for s in stats}
     kind = stats[0].kind
-    colours = [f"C{i % 10}" for i in range(len(variants))]
     for x, variant in enumerate(variants):
         s = by_variant.get(variant)
         if s is None or s.mean is None:
@@ -72,14 +91,11 @@ def _draw_scorer(ax: Axes, stats: list[ScoreStats], variants: Sequence[str], rep
             continue
         assert s.low is not None and s.high is not None
         below, above = max(0.0, s.mean - s.low), max(0.0, s.high - s.mean)
-        ax.bar(x, s.mean, width=0.6, color=colours[x], alpha=0.8)
+        ax.bar(x, s.mean, width=0.6, color=_colour(x), alpha=0.8)
         ax.errorbar(x, s.mean, yerr=[[below], [above]], color="black", capsize=4, lw=1)
         if s.pass_at_k is not None:
             ax.plot(x, s.pass_at_k, marker="D", color="black", ms=5, linestyle="none")
-    ax.set_xticks(range(len(variants)))
-    ax.set_xticklabels(list(variants), rotation=20, ha="right", fontsize=8)
-    for label in ax.get_xticklabels():
-        label.set_parse_math(False)
+    ax.set_xticks(range(len(variants)), [str(x + 1) for x in range(len(variants))], fontsize=8)
     if kind == "pass_fail":
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("pass rate", parse_math=False)
