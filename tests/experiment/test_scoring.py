@@ -576,3 +576,14 @@ def test_a_pydantic_evals_dataset_gives_the_cases() -> None:
     assert list(exp.frame()["equals"]) == [True, False]
     again = capitals(FunctionModel(capital)).map(dataset.cases, store=False, progress=False)
     assert [r.run_id for r in again.runs] == [r.run_id for r in exp.runs]
+
+
+def test_the_html_summary_shows_each_scorer_with_its_interval() -> None:
+    exp = capitals(FunctionModel(capital)).map(
+        CASES, scorers={"<b>right</b>": equals()}, repeats=2, store=False, progress=False
+    )
+    html = exp._repr_html_()
+    assert "<b>right</b>" not in html and "&lt;b&gt;right&lt;/b&gt;" in html
+    low, high = wilson_interval(2, 4)
+    assert f"0.5 [{low:.2g}, {high:.2g}]" in html
+    assert "2 repeats" in html

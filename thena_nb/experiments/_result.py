@@ -268,13 +268,15 @@ class Experiment:
             head += f" · {self.slowdowns} rate-limit slowdowns"
         if self.cancelled:
             head += " · <b>cancelled</b>"
-        cells = "".join(f"<th>{esc(c)}</th>" for c in ("variant", *_COMPARE_COLUMNS))
+        if self.repeats > 1:
+            head += f" · {self.repeats} repeats"
+        stats = self._score_stats()
+        columns = ("variant", *_COMPARE_COLUMNS, *self.scorers)
+        cells = "".join(f"<th>{esc(c)}</th>" for c in columns)
         body = []
         for row in self._summary():
-            tds = "".join(
-                f"<td style='text-align:left'>{esc(_cell(row[c]))}</td>"
-                for c in ("variant", *_COMPARE_COLUMNS)
-            )
+            row.update({s.scorer: _interval(s) for s in stats if s.variant == row["variant"]})
+            tds = "".join(f"<td style='text-align:left'>{esc(_cell(row[c]))}</td>" for c in columns)
             body.append(f"<tr>{tds}</tr>")
         return (
             f'<div class="thena-experiment"><div>{head}</div>'
@@ -372,6 +374,13 @@ def _variant_row(variant: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _counts(values: Iterable[str]) -> str:
     return ", ".join(f"{k} {n}" for k, n in Counter(values).most_common())
+
+
+def _interval(stats: ScoreStats) -> str | None:
+    """A scorer's mean and interval as text: `0.8 [0.49, 0.94]`."""
+    if stats.mean is None:
+        return None
+    return f"{stats.mean:.3g} [{stats.low:.2g}, {stats.high:.2g}]"
 
 
 def _cell(value: Any) -> str:
