@@ -199,7 +199,9 @@ class Experiment:
     def _errors_of(self, variant: str) -> int:
         return sum(1 for v, _, scored in self._samples() if v == variant and scored.errors)
 
-    def rescore(self, scorers: Sequence[Scorer] | Mapping[str, Scorer]) -> Experiment:
+    def rescore(
+        self, scorers: Sequence[Scorer] | Mapping[str, Scorer], *, concurrency: int = 8
+    ) -> Experiment:
         """The same runs scored again with `scorers`: no workflow model is called.
 
         Only the scorers run (a judge calls its own model). The experiment keeps its own
@@ -208,12 +210,25 @@ class Experiment:
         Args:
             scorers: A list of scorers (each named by its `name` or `__name__`), or a dict
                 of column name to scorer.
+            concurrency: At most this many async scorers (judges) at a time.
 
         Returns:
             A new `Experiment` with the same runs and the new scores.
 
         Raises:
             TypeError, ValueError: Bad `scorers` (see `wf.map`).
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> from thena_nb.scorers import contains, max_turns
+            >>> model = ScriptedModel(["Paris"])
+            >>> wf = Workflow("w", [Agent("A", model=model)])
+            >>> exp = wf.map(["France?", "Peru?"], scorers=[max_turns(1)], store=False,
+            ...              progress=False)
+            >>> again = exp.rescore({"paris": contains("Paris")})
+            >>> again.frame()["paris"].tolist(), len(model.requests)
+            ([True, True], 2)
         """
         named = named_scorers(scorers)
         again = Experiment(
@@ -222,7 +237,7 @@ class Experiment:
         again._slots = list(self._slots)
         for name in ("reused", "slowdowns", "cancelled", "wall_s"):
             setattr(again, name, getattr(self, name))
-        run_sync(again._score(named))
+        run_sync(again._score(named, concurrency=concurrency))
         return again
 
     async def _score(self, scorers: Mapping[str, Scorer], *, concurrency: int = 8) -> None:
@@ -245,6 +260,16 @@ class Experiment:
 
         Returns:
             A `Figure` built without pyplot; it shows itself in Jupyter.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> from thena_nb.scorers import contains, max_turns
+            >>> wf = Workflow("w", [Agent("A", model=ScriptedModel(["Paris"]))])
+            >>> exp = wf.map(["France?"], variants={"a": {}, "b": {}}, repeats=2,
+            ...              scorers=[contains("Paris"), max_turns(1)], store=False, progress=False)
+            >>> exp.score_chart()
+            <ScoreChart size 420x325 with 2 Axes>
         """
         stats = self._score_stats(confidence=confidence, seed=seed)
         return score_chart(stats, list(self.variants), self.repeats)
