@@ -15,7 +15,7 @@ CORE = {
     "TurnInfo", "Turn", "ToolCall", "Message", "LoopFailure", "LoopStopReason",
     "ThenaError", "WorkflowDefinitionError", "ModelError", "Usage", "ReportNode", "Event",
 }  # fmt: skip
-LATER = {"frames", "runs", "grid"}
+LATER = {"frames", "runs", "grid", "Case"}
 MODELS = {
     "ScriptedModel", "FunctionModel", "AnthropicModel", "OpenAICompatModel", "reply", "Model",
     "ModelRequest", "ToolSpec", "Reply", "RetryPolicy", "TransientModelError", "ModelError",
@@ -34,6 +34,17 @@ def test_models_all() -> None:
     assert set(thena_nb.models.__all__) == MODELS
     for name in MODELS:
         assert getattr(thena_nb.models, name) is not None
+
+
+def test_scorers_all() -> None:
+    import thena_nb.scorers
+
+    assert set(thena_nb.scorers.__all__) == {
+        "Score", "Scorer", "Check", "Judge", "equals", "contains", "matches", "stop_reason",
+        "tool_trajectory", "max_turns", "no_failed_tools", "judge",
+    }  # fmt: skip
+    for name in thena_nb.scorers.__all__:
+        assert getattr(thena_nb.scorers, name) is not None
 
 
 def test_rescue_all() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core.agent import Agent
+from thena_nb.core.cases import Case
 from thena_nb.core.changes import grid
 from thena_nb.core.context import Context
 from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_MAX_ITERATIONS",
     "Agent",
     "Budget",
+    "Case",
     "Context",
     "Event",
     "LoopFailure",

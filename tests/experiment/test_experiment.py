@@ -390,6 +390,22 @@ def test_ray_backend_runs_a_scripted_model(ray_local: Any) -> None:
     assert script.requests == []  # the calls happened in the workers, on copies
 
 
+@pytest.mark.ray
+def test_ray_backend_runs_every_repeat_and_the_driver_scores_them(ray_local: Any) -> None:
+    from thena_nb.scorers import stop_reason, tool_trajectory
+
+    wf = review_workflow(FunctionModel(by_prompt))
+    scorers = [stop_reason("until"), tool_trajectory(["lookup"], mode="in_order")]
+    on_ray = run_experiment(wf, INPUTS[:2], variants=VARIANTS, repeats=2, scorers=scorers,
+                            backend="ray", store=False, progress=False)  # fmt: skip
+    local = run_experiment(wf, INPUTS[:2], variants=VARIANTS, repeats=2, scorers=scorers,
+                           store=False, progress=False)  # fmt: skip
+    assert len(on_ray.runs) == 16
+    assert [r.run_id for r in on_ray.runs] == [r.run_id for r in local.runs]
+    columns = ["variant", "repeat", "stop_reason", "tool_trajectory"]
+    assert on_ray.frame()[columns].equals(local.frame()[columns])
+
+
 def test_ray_backend_without_ray_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"pip install 'thena_nb\[ray\]'"):

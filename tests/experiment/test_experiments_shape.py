@@ -11,7 +11,7 @@ import thena_nb.experiments
 
 PACKAGE = Path(thena_nb.experiments.__file__).parent
 NAME = "thena_nb.experiments"
-OPTIONAL = {"pandas", "ray", "tqdm", "ipywidgets"}
+OPTIONAL = {"pandas", "numpy", "matplotlib", "ray", "tqdm", "ipywidgets"}
 """Optional dependencies: imported inside the function that needs them, never at the top."""
 
 

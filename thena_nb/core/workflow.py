@@ -212,11 +212,15 @@ class Workflow:
         store: Any = None,
         progress: bool = True,
         ray_address: str | None = None,
+        scorers: Sequence[Any] | Mapping[str, Any] | None = None,
+        repeats: int = 1,
     ) -> _portals.Experiment:
-        """Run every input under every variant and collect the runs in an `Experiment`.
+        """Run every case under every variant, score the runs, and collect them in an
+        `Experiment`.
 
         Args:
-            inputs: The inputs, one run each per variant.
+            inputs: The cases, one run each per variant and repeat: strings, `Case(input,
+                expected=..., name=..., metadata=...)`s, or a pydantic-evals `Dataset`.
             variants: Variant name to changes, e.g. `{"brief": {"Executor": {"system":
                 "Be brief."}}}`; `thena_nb.grid(...)` builds the cross product of several.
             concurrency: Runs in flight at once.
@@ -224,6 +228,20 @@ class Workflow:
             store: Where runs are kept; finished runs found there are reused for free.
             progress: Show a progress bar.
             ray_address: The Ray cluster to use (a local one by default).
+            scorers: `thena_nb.scorers` or any `fn(run, case) -> bool | float | Score`, as
+                a list or a dict of column name to scorer: one `exp.frame()` column each.
+            repeats: Runs per (case, variant), each an independent sample stored as its
+                own run; `exp.compare()` then gives pass@k.
+
+        Example:
+            >>> from thena_nb import Agent, Case, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> from thena_nb.scorers import equals
+            >>> wf = Workflow("demo", [Agent("A", model=ScriptedModel(["4"]))])
+            >>> exp = wf.map([Case("2+2?", expected="4")], scorers=[equals()], repeats=2,
+            ...              store=False, progress=False)
+            >>> exp.frame()["equals"].tolist(), float(exp.compare().loc["base", "equals_pass@2"])
+            ([True, True], 1.0)
         """
         return _portals.run_experiment(
             self,
@@ -234,6 +252,8 @@ class Workflow:
             store=store,
             progress=progress,
             ray_address=ray_address,
+            scorers=scorers,
+            repeats=repeats,
         )
 
     def stepper(self, input: str, *, state: Any = None) -> _portals.Stepper:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from thena_nb.core.agent import Agent
+from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
 from thena_nb.core.run import Run
@@ -29,12 +30,14 @@ _REUSABLE = ("finished", "budget", "stopped")
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One run to make: an input under a variant, and its place among the experiment's runs."""
+    """One run to make: an input under a variant (one of its repeats), and its place among
+    the experiment's runs."""
 
     slot: int
     input: str
     variant: str
     run_id: str
+    repeat: int = 0
 
 
 Done = Callable[[Job, Run], None]
@@ -52,6 +55,8 @@ class Plan:
     jobs: list[Job]
     concurrency: int
     backend: Backend
+    cases: list[Case] = dataclasses.field(default_factory=list)
+    repeats: int = 1
 
     @classmethod
     def of(
@@ -62,30 +67,35 @@ class Plan:
         *,
         concurrency: int,
         backend: Backend,
+        repeats: int = 1,
     ) -> Plan:
-        """The jobs of an experiment, in (input, variant) order, with every variant built.
+        """The jobs of an experiment, in (input, variant, repeat) order, with every variant
+        built.
 
         Raises:
             TypeError: `inputs` is a single string.
-            ValueError: Bad `variants`, `concurrency` or `backend`.
+            ValueError: Bad `variants`, `concurrency`, `backend` or `repeats`.
         """
-        if isinstance(inputs, str | bytes):
-            raise TypeError(f"`inputs` is a list of inputs, got the single input {inputs!r}")
+        cases = as_cases(inputs)
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"`concurrency` must be a whole number >= 1, got {concurrency!r}")
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+            raise ValueError(f"`repeats` must be a whole number >= 1, got {repeats!r}")
         if backend not in ("local", "ray"):
             raise ValueError(f"`backend` must be 'local' or 'ray', got {backend!r}")
-        texts = [x if isinstance(x, str) else str(x) for x in inputs]
+        texts = [case.text for case in cases]
         chosen: dict[str, Changes] = dict(variants) if variants else {BASE_VARIANT: {}}
         # Every variant is built (and checked) before anything runs.
         built = {name: apply_changes(workflow, changes) for name, changes in chosen.items()}
-        jobs = _jobs(workflow.name, texts, built)
-        return cls(workflow, texts, chosen, built, jobs, concurrency, backend)
+        jobs = _jobs(workflow.name, texts, built, repeats)
+        return cls(workflow, texts, chosen, built, jobs, concurrency, backend, cases, repeats)
 
 
-def _jobs(workflow_name: str, inputs: list[str], variants: Mapping[str, Workflow]) -> list[Job]:
-    """One job per input and variant, in (input, variant) order; an input given twice is two
-    runs (each with an id of its own)."""
+def _jobs(
+    workflow_name: str, inputs: list[str], variants: Mapping[str, Workflow], repeats: int = 1
+) -> list[Job]:
+    """One job per input, variant and repeat, in that order; an input given twice is two
+    runs (each with an id of its own), and so is each repeat."""
     fingerprints = {name: fingerprint(wf) for name, wf in variants.items()}
     seen: Counter[str] = Counter()
     jobs: list[Job] = []
@@ -93,14 +103,24 @@ def _jobs(workflow_name: str, inputs: list[str], variants: Mapping[str, Workflow
         occurrence = seen[text]
         seen[text] += 1
         for name, digest in fingerprints.items():
-            run_id = _run_id(workflow_name, name, digest, text, occurrence)
-            jobs.append(Job(len(jobs), text, name, run_id))
+            for repeat in range(repeats):
+                run_id = _run_id(workflow_name, name, digest, text, occurrence, repeat)
+                jobs.append(Job(len(jobs), text, name, run_id, repeat))
     return jobs
 
 
-def _run_id(workflow_name: str, variant: str, digest: str, input: str, occurrence: int) -> str:
-    """The same run of the same experiment gets the same id, in any process."""
+def _run_id(
+    workflow_name: str, variant: str, digest: str, input: str, occurrence: int, repeat: int = 0
+) -> str:
+    """The same run of the same experiment gets the same id, in any process.
+
+    The repeat index is part of the key, so each repeat is a run of its own and a re-run
+    reuses repeat by repeat; repeat 0 keeps the id a run without repeats has, so raising
+    `repeats` later reuses the runs already made.
+    """
     key = f"{workflow_name}\x1f{variant}\x1f{digest}\x1f{occurrence}\x1f{input}"
+    if repeat:
+        key += f"\x1frepeat {repeat}"
     return hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
 
 

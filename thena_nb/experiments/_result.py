@@ -1,4 +1,5 @@
-"""`Experiment`: the runs of one experiment, as a frame, a summary per variant, and HTML."""
+"""`Experiment`: the runs of one experiment, as a frame, a summary per variant, scores, and
+HTML."""
 
 from __future__ import annotations
 
@@ -7,11 +8,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core import _html
+from thena_nb.core._aio import run_sync
+from thena_nb.core.cases import Case
 from thena_nb.core.changes import Changes
 from thena_nb.core.run import Run
+from thena_nb.experiments._chart import score_chart
+from thena_nb.experiments._scorers import Scorer
+from thena_nb.experiments._scoring import Scored, explaining, named_scorers, score_runs
+from thena_nb.experiments._summary import (
+    Sample,
+    ScoreStats,
+    compare_cells,
+    compare_columns,
+    frame_cells,
+    frame_columns,
+    kind_of,
+    summarise,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
     from thena_nb.core.diff import RunDiff
 
@@ -19,15 +36,19 @@ __all__ = ["Experiment"]
 
 
 class Experiment:
-    """The runs of one workflow over inputs and variants, and their summary.
+    """The runs of one workflow over cases and variants, their scores, and their summary.
 
-    `runs` lists the runs that ended, in (input, variant) order; a cancelled experiment keeps
-    the runs that finished before it was cancelled (`cancelled` is then true).
+    `runs` lists the runs that ended, in (input, variant, repeat) order; a cancelled
+    experiment keeps the runs that finished before it was cancelled (`cancelled` is then
+    true).
 
     Attributes:
         workflow_name: The workflow's name.
         inputs: The inputs, in order.
+        cases: The cases, in order (a plain input is a `Case` without `expected`).
         variants: Variant name to its changes (`{"base": {}}` without variants).
+        repeats: How many runs each (case, variant) has.
+        scorers: The scorers by column name (empty when the runs were not scored).
         reused: How many runs were taken from the store instead of run again.
         slowdowns: How many times a rate limit made every run wait.
         cancelled: The experiment was cancelled before every run ended.
@@ -35,25 +56,38 @@ class Experiment:
     """
 
     def __init__(
-        self, workflow_name: str, inputs: Sequence[str], variants: Mapping[str, Changes]
+        self,
+        workflow_name: str,
+        inputs: Sequence[str],
+        variants: Mapping[str, Changes],
+        *,
+        cases: Sequence[Case] | None = None,
+        repeats: int = 1,
     ) -> None:
         self.workflow_name = workflow_name
         self.inputs = list(inputs)
+        self.cases = list(cases) if cases is not None else [Case(i) for i in self.inputs]
         self.variants = dict(variants)
+        self.repeats = repeats
+        self.scorers: dict[str, Scorer] = {}
         self.reused = 0
         self.slowdowns = 0
         self.cancelled = False
         self.wall_s = 0.0
-        self._slots: list[Run | None] = [None] * (len(self.inputs) * len(self.variants))
-        self._keys: list[tuple[str, str]] = [(i, v) for i in self.inputs for v in self.variants]
+        size = len(self.inputs) * len(self.variants) * repeats
+        self._slots: list[Run | None] = [None] * size
+        self._keys: list[tuple[str, str]] = [
+            (i, v) for i in self.inputs for v in self.variants for _ in range(repeats)
+        ]
+        self._scores: list[Scored | None] = [None] * size
 
     @property
     def runs(self) -> list[Run]:
-        """The runs that ended, in (input, variant) order."""
+        """The runs that ended, in (input, variant, repeat) order."""
         return [run for run in self._slots if run is not None]
 
     def _keep(self, slot: int, run: Run) -> None:
-        """Put a run that ended in its (input, variant) place."""
+        """Put a run that ended in its (input, variant, repeat) place."""
         self._slots[slot] = run
 
     def _entries(self) -> list[tuple[str, str, Run]]:
@@ -63,33 +97,184 @@ class Experiment:
             if run is not None
         ]
 
-    def frame(self) -> pd.DataFrame:
-        """The runs as a DataFrame, one row per run, in (input, variant) order.
+    def _place(self, slot: int) -> tuple[int, int]:
+        """The case index and the repeat of a slot."""
+        return slot // (len(self.variants) * self.repeats), slot % self.repeats
 
-        Columns: `input`, `variant`, `status`, `stop_reasons`, `turns`, `tool_calls`,
-        `rescued`, `failures`, `input_tokens`, `output_tokens`, `wall_s`. `stop_reasons`
-        joins each loop's stop reason (pre-order) with commas; `rescued` is the share of the
-        run's tool calls that were rescued from text (missing when it made none).
+    def frame(self) -> pd.DataFrame:
+        """The runs as a DataFrame, one row per run, in (input, variant, repeat) order.
+
+        Columns: `input`, `case` (the case's name, when a case has one), `variant`,
+        `repeat` (0-based, with `repeats > 1`), `status`, `stop_reasons`, `turns`,
+        `tool_calls`, `rescued`, `failures`, `input_tokens`, `output_tokens`, `wall_s`;
+        then, when the runs were scored, one column per scorer (boolean for pass/fail,
+        float for numbers; missing where the scorer failed), `<name>_explanation` after a
+        judge's column (and after any scorer that explained a run), and `scorer_error`.
+        `stop_reasons` joins each loop's stop reason (pre-order) with commas; `rescued` is
+        the share of the run's tool calls that were rescued from text (missing when it made
+        none).
         """
         import pandas as pd
 
-        rows = [_run_row(i, v, run) for i, v, run in self._entries()]
-        frame = pd.DataFrame(rows, columns=list(_FRAME_DTYPES))
-        return frame.astype(_FRAME_DTYPES)
+        dtypes = self._frame_dtypes()
+        explained = explaining(self.scorers, self._scores)
+        rows = [self._frame_row(slot, run, explained) for slot, run in self._filled()]
+        frame = pd.DataFrame(rows, columns=list(dtypes))
+        return frame.astype(dtypes)
 
-    def compare(self) -> pd.DataFrame:
+    def _filled(self) -> list[tuple[int, Run]]:
+        return [(slot, run) for slot, run in enumerate(self._slots) if run is not None]
+
+    def _named_cases(self) -> bool:
+        return any(case.name is not None for case in self.cases)
+
+    def _frame_dtypes(self) -> dict[str, str]:
+        dtypes: dict[str, str] = {}
+        for column, dtype in _FRAME_DTYPES.items():
+            dtypes[column] = dtype
+            if column == "input" and self._named_cases():
+                dtypes["case"] = "string"
+            if column == "variant" and self.repeats > 1:
+                dtypes["repeat"] = "int64"
+        if self.scorers:
+            names = list(self.scorers)
+            kinds = {name: kind_of(name, self._scores) for name in names}
+            dtypes.update(frame_columns(names, kinds, explaining(self.scorers, self._scores)))
+        return dtypes
+
+    def _frame_row(self, slot: int, run: Run, explained: list[str]) -> dict[str, Any]:
+        input, variant = self._keys[slot]
+        row = _run_row(input, variant, run)
+        case, repeat = self._place(slot)
+        row["case"] = self.cases[case].name
+        row["repeat"] = repeat
+        if self.scorers:
+            row.update(frame_cells(self._scores[slot], list(self.scorers), explained))
+        return row
+
+    def compare(self, *, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
         """A summary per variant, one row each, in variant order.
 
         Columns: `runs`, `statuses` and `stop_reasons` (counts, e.g. `"until 2, exhausted
         1"`), `mean_turns`, `mean_tool_calls`, `rescued` (share of all tool calls),
         `failures` (failed tool calls), `input_tokens`, `output_tokens` (totals),
-        `mean_wall_s`.
+        `mean_wall_s`. When the runs were scored, then for each scorer: its mean over the
+        runs it scored (the pass rate of a pass/fail scorer) as `<name>`, the confidence
+        interval as `<name>_ci_low` and `<name>_ci_high` (Wilson's for pass/fail, a
+        bootstrap of the mean, seeded, for numbers), `<name>_pass@k` with `k = repeats`
+        for a pass/fail scorer when `repeats > 1` (the share of cases where one of the `k`
+        runs passed); and last `scorer_errors`, the runs where a scorer failed.
+
+        Args:
+            confidence: The intervals' confidence level.
+            seed: The bootstrap's seed: the same seed gives the same intervals.
         """
         import pandas as pd
 
-        rows = self._summary()
-        frame = pd.DataFrame(rows, columns=["variant", *_COMPARE_COLUMNS])
-        return frame.astype(_COMPARE_DTYPES).set_index("variant")
+        stats = self._score_stats(confidence=confidence, seed=seed)
+        dtypes = dict(_COMPARE_DTYPES)
+        if self.scorers:
+            dtypes.update(compare_columns(stats, self.repeats))
+            dtypes["scorer_errors"] = "int64"
+        rows = []
+        for row in self._summary():
+            if self.scorers:
+                row.update(compare_cells(stats, row["variant"], self.repeats))
+                row["scorer_errors"] = self._errors_of(row["variant"])
+            rows.append(row)
+        frame = pd.DataFrame(rows, columns=list(dtypes))
+        return frame.astype(dtypes).set_index("variant")
+
+    def _samples(self) -> list[Sample]:
+        return [
+            (self._keys[slot][1], self._place(slot)[0], scored)
+            for slot, scored in enumerate(self._scores)
+            if scored is not None
+        ]
+
+    def _score_stats(self, *, confidence: float = 0.95, seed: int = 0) -> list[ScoreStats]:
+        return summarise(
+            list(self.scorers), list(self.variants), self._samples(), repeats=self.repeats,
+            confidence=confidence, seed=seed,
+        )  # fmt: skip
+
+    def _errors_of(self, variant: str) -> int:
+        return sum(1 for v, _, scored in self._samples() if v == variant and scored.errors)
+
+    def rescore(
+        self, scorers: Sequence[Scorer] | Mapping[str, Scorer], *, concurrency: int = 8
+    ) -> Experiment:
+        """The same runs scored again with `scorers`: no workflow model is called.
+
+        Only the scorers run (a judge calls its own model). The experiment keeps its own
+        scores; to add a scorer to those, pass `[*exp.scorers.values(), new]`.
+
+        Args:
+            scorers: A list of scorers (each named by its `name` or `__name__`), or a dict
+                of column name to scorer.
+            concurrency: At most this many async scorers (judges) at a time.
+
+        Returns:
+            A new `Experiment` with the same runs and the new scores.
+
+        Raises:
+            TypeError, ValueError: Bad `scorers` (see `wf.map`).
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> from thena_nb.scorers import contains, max_turns
+            >>> model = ScriptedModel(["Paris"])
+            >>> wf = Workflow("w", [Agent("A", model=model)])
+            >>> exp = wf.map(["France?", "Peru?"], scorers=[max_turns(1)], store=False,
+            ...              progress=False)
+            >>> again = exp.rescore({"paris": contains("Paris")})
+            >>> again.frame()["paris"].tolist(), len(model.requests)
+            ([True, True], 2)
+        """
+        named = named_scorers(scorers)
+        again = Experiment(
+            self.workflow_name, self.inputs, self.variants, cases=self.cases, repeats=self.repeats
+        )
+        again._slots = list(self._slots)
+        for name in ("reused", "slowdowns", "cancelled", "wall_s"):
+            setattr(again, name, getattr(self, name))
+        run_sync(again._score(named, concurrency=concurrency))
+        return again
+
+    async def _score(self, scorers: Mapping[str, Scorer], *, concurrency: int = 8) -> None:
+        """Score every run that ended with `scorers` (errors stay in their rows)."""
+        filled = self._filled()
+        items = [(run, self.cases[self._place(slot)[0]]) for slot, run in filled]
+        rows = await score_runs(scorers, items, concurrency=concurrency)
+        self.scorers = dict(scorers)
+        self._scores = [None] * len(self._slots)
+        for (slot, _), scored in zip(filled, rows, strict=True):
+            self._scores[slot] = scored
+
+    def score_chart(self, *, confidence: float = 0.95, seed: int = 0) -> Figure:
+        """The scores as a matplotlib `Figure`: one panel per scorer, a bar per variant with
+        its confidence interval (and pass@k as a diamond when `repeats > 1`).
+
+        Args:
+            confidence: The intervals' confidence level.
+            seed: The bootstrap's seed.
+
+        Returns:
+            A `Figure` built without pyplot; it shows itself in Jupyter.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> from thena_nb.scorers import contains, max_turns
+            >>> wf = Workflow("w", [Agent("A", model=ScriptedModel(["Paris"]))])
+            >>> exp = wf.map(["France?"], variants={"a": {}, "b": {}}, repeats=2,
+            ...              scorers=[contains("Paris"), max_turns(1)], store=False, progress=False)
+            >>> exp.score_chart()
+            <ScoreChart size 420x325 with 2 Axes>
+        """
+        stats = self._score_stats(confidence=confidence, seed=seed)
+        return score_chart(stats, list(self.variants), self.repeats)
 
     def _summary(self) -> list[dict[str, Any]]:
         by_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in self.variants}
@@ -110,13 +295,15 @@ class Experiment:
             head += f" · {self.slowdowns} rate-limit slowdowns"
         if self.cancelled:
             head += " · <b>cancelled</b>"
-        cells = "".join(f"<th>{esc(c)}</th>" for c in ("variant", *_COMPARE_COLUMNS))
+        if self.repeats > 1:
+            head += f" · {self.repeats} repeats"
+        stats = self._score_stats()
+        columns = ("variant", *_COMPARE_COLUMNS, *self.scorers)
+        cells = "".join(f"<th>{esc(c)}</th>" for c in columns)
         body = []
         for row in self._summary():
-            tds = "".join(
-                f"<td style='text-align:left'>{esc(_cell(row[c]))}</td>"
-                for c in ("variant", *_COMPARE_COLUMNS)
-            )
+            row.update({s.scorer: _interval(s) for s in stats if s.variant == row["variant"]})
+            tds = "".join(f"<td style='text-align:left'>{esc(_cell(row[c]))}</td>" for c in columns)
             body.append(f"<tr>{tds}</tr>")
         return (
             f'<div class="thena-experiment"><div>{head}</div>'
@@ -257,6 +444,13 @@ def _variant_row(variant: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _counts(values: Iterable[str]) -> str:
     return ", ".join(f"{k} {n}" for k, n in Counter(values).most_common())
+
+
+def _interval(stats: ScoreStats) -> str | None:
+    """A scorer's mean and interval as text: `0.8 [0.49, 0.94]`."""
+    if stats.mean is None:
+        return None
+    return f"{stats.mean:.3g} [{stats.low:.2g}, {stats.high:.2g}]"
 
 
 def _cell(value: Any) -> str:

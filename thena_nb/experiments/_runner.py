@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from thena_nb.core._aio import run_sync
@@ -16,6 +16,8 @@ from thena_nb.experiments._backends import run_local, run_ray
 from thena_nb.experiments._gate import Gate
 from thena_nb.experiments._plan import Backend, Job, Plan, reuse_finished
 from thena_nb.experiments._result import Experiment
+from thena_nb.experiments._scorers import Scorer
+from thena_nb.experiments._scoring import named_scorers
 
 __all__ = ["arun_experiment", "run_experiment"]
 
@@ -30,12 +32,15 @@ def run_experiment(
     store: Any = None,
     progress: bool = True,
     ray_address: str | None = None,
+    scorers: Sequence[Scorer] | Mapping[str, Scorer] | None = None,
+    repeats: int = 1,
 ) -> Experiment:
-    """Run `workflow` on every input under every variant and collect the runs.
+    """Run `workflow` on every case under every variant, `repeats` times, and score the runs.
 
     Args:
         workflow: The workflow to run.
-        inputs: The inputs (non-strings are converted with `str`).
+        inputs: The cases: strings (other inputs are converted with `str`), `Case`s, or a
+            pydantic-evals `Dataset` (or its cases).
         variants: Variant name to changes dict (see `grid`); `None` runs the workflow as it
             is, as the variant `"base"`.
         concurrency: At most this many runs at a time.
@@ -46,18 +51,30 @@ def run_experiment(
         progress: Show a progress bar (terminal or notebook widget).
         ray_address: With `backend="ray"`, the cluster to connect to when Ray is not
             initialised yet (`None` starts Ray on this machine).
+        scorers: Scorers (`thena_nb.scorers`, or any `fn(run, case)` giving a bool, a number
+            or a `Score`), as a list (columns named by each scorer's `name` or `__name__`)
+            or a dict of column name to scorer. They score every run once all have ended;
+            a scorer that raises gives that run a `scorer_error`, never stops the rest.
+        repeats: Runs per (case, variant), each an independent sample stored as its own
+            run (the repeat index is part of its id, so a re-run reuses repeat by repeat).
 
     Returns:
         The `Experiment`.
 
     Raises:
-        ValueError: Bad `variants` or `concurrency` (before any run starts).
+        TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats` or
+            `scorers` (before any run starts).
         KeyboardInterrupt: The experiment was interrupted; `exc.experiment` holds the runs
             that finished (they are in the store too, so running again reuses them).
     """
-    plan = Plan.of(workflow, inputs, variants, concurrency=concurrency, backend=backend)
-    exp = Experiment(workflow.name, plan.inputs, plan.variants)
-    running = _execute(exp, plan, store=store, progress=progress, ray_address=ray_address)
+    plan = Plan.of(
+        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats
+    )
+    named = named_scorers(scorers)
+    exp = Experiment(workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=repeats)
+    running = _execute(
+        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named
+    )
     try:
         return run_sync(running)
     except KeyboardInterrupt as exc:
@@ -76,6 +93,8 @@ async def arun_experiment(
     store: Any = None,
     progress: bool = True,
     ray_address: str | None = None,
+    scorers: Sequence[Scorer] | Mapping[str, Scorer] | None = None,
+    repeats: int = 1,
 ) -> Experiment:
     """The async form of `run_experiment`.
 
@@ -83,15 +102,27 @@ async def arun_experiment(
         asyncio.CancelledError: The task was cancelled; the runs in flight are cancelled and
             `exc.experiment` holds the runs that finished.
     """
-    plan = Plan.of(workflow, inputs, variants, concurrency=concurrency, backend=backend)
-    exp = Experiment(workflow.name, plan.inputs, plan.variants)
-    return await _execute(exp, plan, store=store, progress=progress, ray_address=ray_address)
+    plan = Plan.of(
+        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats
+    )
+    named = named_scorers(scorers)
+    exp = Experiment(workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=repeats)
+    return await _execute(
+        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named
+    )
 
 
 async def _execute(
-    exp: Experiment, plan: Plan, *, store: Any, progress: bool, ray_address: str | None
+    exp: Experiment,
+    plan: Plan,
+    *,
+    store: Any,
+    progress: bool,
+    ray_address: str | None,
+    scorers: Mapping[str, Scorer],
 ) -> Experiment:
-    """Fill `exp` with the plan's runs: first those the store finished, then the rest."""
+    """Fill `exp` with the plan's runs (first those the store finished, then the rest), then
+    score them."""
     started = time.perf_counter()
     runs_store = resolve_store(store)
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
@@ -110,6 +141,8 @@ async def _execute(
             await run_ray(plan, todo, done, store=runs_store, address=ray_address)
         else:
             await run_local(plan, todo, done, gate, store=runs_store)
+        if scorers:
+            await exp._score(scorers, concurrency=plan.concurrency)
     except (asyncio.CancelledError, KeyboardInterrupt) as exc:
         exp.cancelled = True
         setattr(exc, "experiment", exp)  # noqa: B010 - read back as `exc.experiment`
