@@ -54,8 +54,8 @@ def scan_tool_calls(text: str, tools: Sequence[Tool | ToolSpec], *, id_prefix: s
 
 def split_reasoning(text: str) -> tuple[str | None, str]:
     """A turn's reasoning apart from its answer, for text that is not searched for calls
-    (`core.rescue.split_reasoning`)."""
-    from thena_nb.core.rescue import split_reasoning as split
+    (`core._reasoning`, which loads without the rest of rescue)."""
+    from thena_nb.core._reasoning import split_reasoning as split
 
     return split(text)
 

@@ -50,11 +50,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from thena_nb.core._reasoning import Reasoning, find_reasoning, split_reasoning
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.rescue._accept import accept
 from thena_nb.core.rescue._formats import find_calls
 from thena_nb.core.rescue._json import MAX_CANDIDATES, Budget
-from thena_nb.core.rescue._reasoning import Reasoning, find_reasoning
 from thena_nb.core.tools import Tool
 from thena_nb.core.types import ToolCall
 
@@ -79,22 +79,6 @@ class RescueScan:
     text: str | None = None
     """The text without its reasoning (for a harmony output, its `final` channel); `None`
     when nothing was removed."""
-
-
-def split_reasoning(text: str) -> tuple[str | None, str]:
-    """Split a model's text into its reasoning and the rest, without looking for calls.
-
-    Cheap on text with no reasoning markers: one regex search.
-
-    Args:
-        text: The model's text.
-
-    Returns:
-        The reasoning (blocks joined by a blank line), or `None` when there is none, and the
-        text without it (`text` itself when nothing was removed).
-    """
-    found = find_reasoning(text)
-    return found.reasoning, text if found.text is None else found.text
 
 
 def rescue_tool_calls(text: str, tools: Sequence[Tool | ToolSpec]) -> list[ToolCall]:
