@@ -499,3 +499,45 @@ def test_runs_frame(store: RunStore) -> None:
     assert str(frame["started_at"].dt.tz) == "UTC"
     empty = runs(store=MemoryRunStore())
     assert tuple(empty.columns) == RUNS_COLUMNS and len(empty) == 0
+
+
+def test_a_fork_records_its_parent_and_is_diffed_against_it(store: RunStore) -> None:
+    """`parent_run_id` and `forked_at` are kept with the fork; `fork.parent` is the run it
+    came from, and the diff against it parts where the fork went live."""
+    first = adding(4).run("go", store=store)
+    live = ScriptedModel(["brief answer"])
+    forked = first.fork(2, changes={"Calc": {"model": live}}, store=store)
+    assert (forked.parent_run_id, forked.forked_at) == (first.run_id, 2)
+    assert forked.parent is first
+    loaded = store.load(forked.run_id)
+    assert (loaded.parent_run_id, loaded.forked_at) == (first.run_id, 2)
+    assert Run.from_json(forked.to_json()).parent_run_id == first.run_id
+    parted = forked.diff(forked.parent)
+    assert parted.first_divergence is not None
+    assert parted.first_divergence.turn_a == parted.first_divergence.turn_b == 2
+    assert first.parent is None and first.parent_run_id is None
+
+
+def test_a_loaded_fork_finds_its_parent_in_the_default_store() -> None:
+    first = adding(3).run("go")
+    forked = first.fork(1)
+    again = Run.load(forked.run_id)
+    assert again.parent is not None and again.parent.run_id == first.run_id
+
+
+def test_an_older_store_file_gains_the_lineage_columns(tmp_path: Path) -> None:
+    """A file written before forks recorded their parent is opened, extended and read."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    with SqliteRunStore.from_path(path) as store:
+        run = adding(2).run("go", store=store)
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE thena_runs DROP COLUMN parent_run_id")
+    conn.execute("ALTER TABLE thena_runs DROP COLUMN forked_at")
+    conn.commit()
+    conn.close()
+    with SqliteRunStore.from_path(path) as store:
+        assert store.load(run.run_id).parent_run_id is None
+        forked = store.load(run.run_id).fork(1, workflow=adding(2), store=store)
+        assert store.load(forked.run_id).parent_run_id == run.run_id

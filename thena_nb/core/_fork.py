@@ -45,6 +45,8 @@ async def afork(
         raise ValueError(f"`at` must be a turn index from 0 to {len(run.turns)}, got {at!r}")
     changed = apply_changes(workflow, changes)
     session = Session(changed, run.input, replay=ForkReplay(run, at), recorder=resolve_store(store))
+    fork = session.result
+    fork.parent_run_id, fork.forked_at, fork._parent = run.run_id, at, run
     return await session.run()
 
 

@@ -94,6 +94,11 @@ class Run:
         self.started_at = datetime.now(UTC)
         self.finished_at: datetime | None = None
         self.replay_diverged_at: int | None = None
+        self.parent_run_id: str | None = None
+        """The run this one was forked from (`run.fork`), or `None`."""
+        self.forked_at: int | None = None
+        """The turn of the parent run from which a fork went live, or `None`."""
+        self._parent: Run | None = None
         self.states: dict[int, Any] = {}
         """The state after each turn (JSON-ready), when the workflow has state; replay and
         resume restore it."""
@@ -198,6 +203,20 @@ class Run:
         """
         return RunDiff(self, other)
 
+    @property
+    def parent(self) -> Run | None:
+        """The run this one was forked from: the object itself when the fork was made in this
+        process, else loaded from the default store; `None` for a run that is no fork.
+
+        Raises:
+            StoreError: The parent is not at hand and the default store does not hold it.
+        """
+        if self.parent_run_id is None:
+            return None
+        if self._parent is None:
+            self._parent = Run.load(self.parent_run_id)
+        return self._parent
+
     def header(self) -> dict[str, Any]:
         """What is known of the run when it starts, JSON-ready (what a store writes first)."""
         return {
@@ -206,6 +225,8 @@ class Run:
             "input": self.input,
             "status": self.status,
             "started_at": self.started_at.isoformat(),
+            "parent_run_id": self.parent_run_id,
+            "forked_at": self.forked_at,
         }
 
     def ending(self) -> dict[str, Any]:
@@ -242,6 +263,8 @@ class Run:
             "started_at": header["started_at"],
             "finished_at": ending["finished_at"],
             "replay_diverged_at": self.replay_diverged_at,
+            "parent_run_id": self.parent_run_id,
+            "forked_at": self.forked_at,
             "states": {str(k): v for k, v in self.states.items()},
         }
         return json.dumps(data, indent=indent, ensure_ascii=False)
@@ -265,6 +288,8 @@ class Run:
         finished = data.get("finished_at")
         run.finished_at = datetime.fromisoformat(finished) if finished else None
         run.replay_diverged_at = data.get("replay_diverged_at")
+        run.parent_run_id = data.get("parent_run_id")
+        run.forked_at = data.get("forked_at")
         run.states = {int(k): v for k, v in (data.get("states") or {}).items()}
         return run
 

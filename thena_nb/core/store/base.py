@@ -158,6 +158,8 @@ def rebuild_run(
     run.output = header.get("output")
     run.state = header.get("state")
     run.replay_diverged_at = header.get("replay_diverged_at")
+    run.parent_run_id = header.get("parent_run_id")
+    run.forked_at = header.get("forked_at")
     turns = [r.turn for r in records]
     run.turns = turns
     run.states = {r.turn.index: r.state for r in records if r.state is not None}

@@ -64,7 +64,9 @@ _SCHEMA = (
         state TEXT,
         history TEXT,
         report TEXT,
-        replay_diverged_at INTEGER
+        replay_diverged_at INTEGER,
+        parent_run_id TEXT,
+        forked_at INTEGER
     )""",
     """CREATE TABLE IF NOT EXISTS thena_turns (
         run_id TEXT NOT NULL,
@@ -92,9 +94,13 @@ _HEADER_COLUMNS = (
     "error",
     *_JSON_COLUMNS,
     "replay_diverged_at",
+    "parent_run_id",
+    "forked_at",
     "history",
     "report",
 )
+_ADDED_COLUMNS = (("parent_run_id", "TEXT"), ("forked_at", "INTEGER"))
+"""Columns newer than the first files: added to an older file when it is opened."""
 
 
 class SqliteRunStore:
@@ -279,20 +285,15 @@ class SqliteRunStore:
     def _write_start(self, header: dict[str, Any]) -> None:
         with self._writing("start a run") as conn:
             conn.execute(
-                "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at, "
+                "parent_run_id, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET "
                 "format = excluded.format, workflow = excluded.workflow, "
                 "input = excluded.input, status = excluded.status, finished_at = NULL, "
                 "error = NULL, usage = NULL, stop_reasons = NULL, output = NULL, state = NULL, "
-                "history = NULL, report = NULL, replay_diverged_at = NULL",
-                (
-                    header["run_id"],
-                    STORE_FORMAT,
-                    header["workflow"],
-                    header["input"],
-                    header["status"],
-                    header["started_at"],
-                ),
+                "history = NULL, report = NULL, replay_diverged_at = NULL, "
+                "parent_run_id = excluded.parent_run_id, forked_at = excluded.forked_at",
+                _header_values(header),
             )
 
     def _write_turn(self, run_id: str, record: TurnRecord) -> None:
@@ -332,16 +333,10 @@ class SqliteRunStore:
         dumped = {name: json.dumps(final[name], ensure_ascii=False) for name in _JSON_COLUMNS}
         with self._writing("finish a run") as conn:
             conn.execute(
-                "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
-                (
-                    header["run_id"],
-                    STORE_FORMAT,
-                    header["workflow"],
-                    header["input"],
-                    header["status"],
-                    header["started_at"],
-                ),
+                "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at, "
+                "parent_run_id, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO NOTHING",
+                _header_values(header),
             )
             conn.execute(
                 "UPDATE thena_runs SET status = ?, finished_at = ?, error = ?, usage = ?, "
@@ -388,6 +383,10 @@ class SqliteRunStore:
             try:
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                have = {row[1] for row in conn.execute("PRAGMA table_info(thena_runs)")}
+                for name, kind in _ADDED_COLUMNS:
+                    if name not in have:
+                        conn.execute(f"ALTER TABLE thena_runs ADD COLUMN {name} {kind}")
                 conn.commit()
             except BaseException:
                 conn.rollback()
@@ -506,6 +505,19 @@ _INSERT_TURN = (
 )
 _DELETE_FROM = "DELETE FROM thena_turns WHERE run_id = ? AND idx >= ?"
 _RECENT_IDS = "SELECT run_id FROM thena_runs ORDER BY started_at DESC, rowid DESC LIMIT 5"
+
+
+def _header_values(header: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        header["run_id"],
+        STORE_FORMAT,
+        header["workflow"],
+        header["input"],
+        header["status"],
+        header["started_at"],
+        header.get("parent_run_id"),
+        header.get("forked_at"),
+    )
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
