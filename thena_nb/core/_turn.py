@@ -65,9 +65,9 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     first = len(history)
     reply, proposed = calls(agent, reply, key, history, recorded)
     done = await tools(agent, at, proposed, recorded)
-    at.control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
-    if recorded is not None and at.control.replay is not None:
-        _restore_state(at.ctx.state, at.control.replay.state_after(len(at.scope.turns)))
+    control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
+    if recorded is not None and control.replay is not None:
+        _restore_state(at.ctx.state, control.replay.state_after(len(at.scope.turns)))
     failures = _count_failures(at.loops, done)  # S10: each open loop's streak after the calls
     timing = (started_at, time.perf_counter() - t0, attempts)
     turn = _turn(agent, at, node.path, key, recorded, reply, done, timing)
