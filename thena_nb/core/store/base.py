@@ -181,8 +181,9 @@ def _history_from_records(first: Message, records: Sequence[TurnRecord]) -> list
     history = [first]
     for r in records:
         history.extend(r.messages)
-    # A kill between a parallel block's records and the next turn loses the branches'
-    # messages (they travel with the next record); rebuild those from their turns.
+    # Every record carries its own turn's messages. Files written before that sent a
+    # parallel block's messages with the next record, so a kill right after the block left
+    # its turns without them; rebuild those from the turns.
     answered = sum(1 for m in history if m.role == "assistant")
     for r in records[answered:]:
         history.extend(messages_of(r.turn))
