@@ -31,6 +31,8 @@ class Tool:
         retries: How many times to run it again after it raises.
         rescue: Whether a call written in the model's text may run it.
         blocking: Run a sync function in a worker thread so it cannot block the event loop.
+        gate: `True` to hold every call for a decision before it runs, or a predicate
+            `fn(call) -> bool` that says which calls to hold (see `Decision`).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class Tool:
         retries: int = 0,
         rescue: bool = True,
         blocking: bool = False,
+        gate: bool | Callable[[ToolCall], bool] = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"`@tool` needs a function, got {fn!r}")
@@ -51,6 +54,7 @@ class Tool:
         self.retries = retries
         self.rescue = rescue
         self.blocking = blocking
+        self.gate = gate
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_ctx, self._args_model = _signature_model(fn, self.name)
         self._validate = self._args_model.__pydantic_validator__.validate_python
@@ -94,6 +98,7 @@ def tool(
     retries: int = 0,
     rescue: bool = True,
     blocking: bool = False,
+    gate: bool | Callable[[ToolCall], bool] = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -104,6 +109,7 @@ def tool(
     retries: int = 0,
     rescue: bool = True,
     blocking: bool = False,
+    gate: bool | Callable[[ToolCall], bool] = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a tool an `Agent` can call.
 
@@ -119,6 +125,8 @@ def tool(
         rescue: `False` for tools with side effects that must never run from a call found in
             the model's text (sending mail, writing files).
         blocking: Run a sync function in a worker thread (for slow, blocking I/O).
+        gate: Hold calls for a decision before they run: `True` for every call, or a
+            predicate `fn(call) -> bool`, e.g. `lambda call: call.arguments["amount"] > 100`.
 
     Example:
         >>> from thena_nb import tool
@@ -130,7 +138,12 @@ def tool(
         ['a', 'b']
     """
     options = dict(
-        name=name, description=description, retries=retries, rescue=rescue, blocking=blocking
+        name=name,
+        description=description,
+        retries=retries,
+        rescue=rescue,
+        blocking=blocking,
+        gate=gate,
     )
     if fn is not None:
         return Tool(fn, **options)  # type: ignore[arg-type]

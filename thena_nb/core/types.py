@@ -25,6 +25,7 @@ __all__ = [
     "RunStatus",
     "ToolCall",
     "ToolCallSource",
+    "ToolDecision",
     "Turn",
     "TurnInfo",
     "Usage",
@@ -34,7 +35,10 @@ LoopStopReason = Literal["until", "exhausted", "fails", "budget", "stop"]
 """Why a loop stopped, as recorded on its report node (S12)."""
 ToolCallSource = Literal["native", "rescued"]
 """Where a tool call came from: the API's tool channel, or the model's text (S21)."""
-RunStatus = Literal["running", "finished", "stopped", "budget", "failed"]
+RunStatus = Literal["running", "finished", "stopped", "budget", "failed", "waiting"]
+"""How a run stands; `"waiting"`: stopped at a tool gate until its pending calls are decided."""
+ToolDecision = Literal["approve", "edit", "reject", "respond"]
+"""What a person (or an `approve=` function) decided for a gated call."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -92,6 +96,13 @@ class ToolCall(BaseModel):
     """The error observation that went back to the model when the call failed."""
     retries: int = 0
     """How many times the tool was run again after raising (`@tool(retries=N)`)."""
+    decision: ToolDecision | None = None
+    """What was decided at a tool gate (`Decision`), or `None` for a call no gate held."""
+    original_arguments: dict[str, Any] | None = None
+    """The model's own arguments when a decision edited them (`arguments` holds the edit)."""
+    traceback: str | None = None
+    """The formatted traceback of a tool that raised, for people only: never sent to the
+    model, secrets scrubbed."""
 
 
 class TurnInfo(BaseModel):
