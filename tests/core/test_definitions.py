@@ -104,3 +104,12 @@ def test_bad_names() -> None:
 def test_definition_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
         Workflow("w", [])
+
+
+def test_calling_a_condition_with_nothing_says_to_pass_it_uncalled() -> None:
+    from thena_nb import until_answered, was_exhausted
+
+    with pytest.raises(TypeError, match=r"^`until_answered` is a condition: pass it without"):
+        until_answered()
+    with pytest.raises(TypeError, match=r"is a condition: pass it without calling it"):
+        was_exhausted()

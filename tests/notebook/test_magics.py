@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from thena_nb import Budget, LoopStep, ParallelStep, Workflow
+from thena_nb import Budget, LoopStep, ParallelStep, Run, Workflow
 from thena_nb.notebook.magics import parse_input
 
 SETUP = """
@@ -151,61 +152,61 @@ def test_rerunning_the_cell_redefines_the_workflow_cleanly(ip: InteractiveShell)
 WRONG_CELLS = [
     pytest.param(
         "Reviewer\nx = (\n",
-        r"^line 2: syntax error \('\(' was never closed\): `x = \(`; fix the Python",
+        r"^line 3: syntax error \('\(' was never closed\): `x = \(`; fix the Python",
         id="syntax-error",
     ),
     pytest.param(
         "Reviewer\n\nloop(steps=[Reviewer], until=until_answerd)\n",
-        r"^line 3: name 'until_answerd' is not defined \(did you mean `until_answered`\?\)$",
+        r"^line 4: name 'until_answerd' is not defined \(did you mean `until_answered`\?\)$",
         id="unknown-name-thena",
     ),
     pytest.param(
         "Reviewr\n",
-        r"^line 1: name 'Reviewr' is not defined \(did you mean `Reviewer`\?\)$",
+        r"^line 2: name 'Reviewr' is not defined \(did you mean `Reviewer`\?\)$",
         id="unknown-name-user",
     ),
     pytest.param(
         "Reviewer\nzzqqxx_nothing\n",
-        r"^line 2: name 'zzqqxx_nothing' is not defined; define or import it above this line$",
+        r"^line 3: name 'zzqqxx_nothing' is not defined; define or import it above this line$",
         id="unknown-name-no-suggestion",
     ),
     pytest.param(
         "Reviewer\n'a note'\n",
-        r"^line 2: `'a note'` is a `str` value, not a step; a step is an `Agent`",
+        r"^line 3: `'a note'` is a `str` value, not a step; a step is an `Agent`",
         id="not-a-step",
     ),
     pytest.param(
         "ReviewState\n",
-        r"^line 1: `ReviewState` is the class `ReviewState`, not a step",
+        r"^line 2: `ReviewState` is the class `ReviewState`, not a step",
         id="class-not-a-step",
     ),
     pytest.param(
         "@tool\ndef lookup(q: str) -> str:\n    '''Look up.'''\n    return q\nlookup\n",
-        r"^line 5: `lookup` is a tool, not a step; give it to an agent",
+        r"^line 6: `lookup` is a tool, not a step; give it to an agent",
         id="tool-not-a-step",
     ),
     pytest.param(
         "Reviewer\nloop(\n    steps=[Reviewer],\n    until=lambda ctx, state: True,\n)\n",
-        r"^line 2: loop 'wf/1\.loop': `until` \(<lambda>\) takes a state parameter.*"
+        r"^line 3: loop 'wf/1\.loop': `until` \(<lambda>\) takes a state parameter.*"
         r"add `--state YourState`",
         id="until-needs-state",
     ),
     pytest.param(
         "def step(ctx):\n    return missing_helper(ctx)\nstep(None)\n",
-        r"^line 2: name 'missing_helper' is not defined",
+        r"^line 3: name 'missing_helper' is not defined",
         id="error-inside-a-cell-function",
     ),
     pytest.param(
         "Reviewer\nloop(steps=[Reviewer])\n",
-        r"^line 2: TypeError: loop\(\) missing 1 required keyword-only argument: 'until'$",
+        r"^line 3: TypeError: loop\(\) missing 1 required keyword-only argument: 'until'$",
         id="bad-call",
     ),
     pytest.param(
         "Reviewer\nreturn Reviewer\n",
-        r"^line 2: syntax error \('return' outside function\)",
+        r"^line 3: syntax error \('return' outside function\)",
         id="return-outside-function",
     ),
-    pytest.param("x = 1\n", r"^line 1: the cell has no steps", id="no-steps"),
+    pytest.param("x = 1\n", r"^line 2: the cell has no steps", id="no-steps"),
 ]
 
 
@@ -223,7 +224,7 @@ def test_an_unknown_state_class_is_named_with_a_suggestion(ip: InteractiveShell)
     with pytest.raises(UsageError) as info:
         define(ip, "wf --state ReviewStat", "Reviewer")
     assert str(info.value) == (
-        "line 0 (the `%%thena_workflow` line): `--state ReviewStat`: name 'ReviewStat' is not "
+        "line 1 (the `%%thena_workflow` line): `--state ReviewStat`: name 'ReviewStat' is not "
         "defined (did you mean `ReviewState`?)"
     )
 
@@ -242,22 +243,38 @@ def test_ipython_prints_the_usage_error_as_one_line_without_traceback(
         )
     assert isinstance(result.error_in_exec, UsageError)
     assert cap.stderr.strip() == (
-        "UsageError: line 2: name 'until_answerd' is not defined (did you mean `until_answered`?)"
+        "UsageError: line 3: name 'until_answerd' is not defined (did you mean `until_answered`?)"
     )
     assert "Traceback" not in cap.stdout + cap.stderr
 
 
-def test_thena_run_runs_and_displays_the_run(ip: InteractiveShell) -> None:
+def test_thena_run_returns_the_run_which_the_cell_shows_and_underscore_holds(
+    ip: InteractiveShell,
+) -> None:
     with capture_output():
         define(ip, "review", "loop(steps=[Reviewer], until=until_answered)")
     with capture_output() as cap:
-        result = ip.run_line_magic("thena_run", 'review "Check the {diff} please"')
-    assert result is None
+        result = ip.run_cell('%thena_run review "Check the {diff} please"')
+    assert result.success, result.error_in_exec
+    run = result.result
+    assert isinstance(run, Run) and run.output == "looks fine"
+    assert ip.user_ns["_"] is run
     request = ip.user_ns["model"].requests[-1]
     assert request.messages[0].content == "Check the {diff} please"
-    (shown,) = html_outputs(cap)
+    assert "Run('review', status='finished'" in cap.stdout  # the cell's output
+    shown = ip.display_formatter.format(run)[0]["text/html"]  # what a notebook renders
     assert 'class="thena-run"' in shown
     assert "looks fine" in shown
+
+
+def test_run_equals_thena_run_binds_the_run_for_the_next_line(ip: InteractiveShell) -> None:
+    with capture_output():
+        define(ip, "review", "Reviewer")
+        bound = ip.run_cell('run = %thena_run review "go"')
+        framed = ip.run_cell("run.frame()")
+    assert bound.success and framed.success, (bound.error_in_exec, framed.error_in_exec)
+    assert isinstance(ip.user_ns["run"], Run)
+    assert list(framed.result["agent"]) == ["Reviewer"]
 
 
 def test_thena_run_works_inside_a_running_event_loop(ip: InteractiveShell) -> None:
@@ -265,14 +282,81 @@ def test_thena_run_works_inside_a_running_event_loop(ip: InteractiveShell) -> No
     with capture_output():
         define(ip, "review", "Reviewer")
 
-    async def cell() -> None:
-        with capture_output() as cap:
-            ip.run_line_magic("thena_run", "review inside")
-        (shown,) = html_outputs(cap)
-        assert "looks fine" in shown
+    async def cell() -> Any:
+        return ip.run_line_magic("thena_run", "review inside")
 
-    asyncio.run(cell())
+    run = asyncio.run(cell())
+    assert run.output == "looks fine"
     assert ip.user_ns["model"].requests[-1].messages[0].content == "inside"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("print", r"^line 1 \(the `%%thena_workflow` line\): `print` is a Python builtin; "),
+        ("model", r"^line 1 .*: `model` holds a `ScriptedModel` value; .*add `--force`$"),
+    ],
+)
+def test_a_name_that_would_hide_a_builtin_or_an_object_is_refused(
+    ip: InteractiveShell, line: str, message: str
+) -> None:
+    kept = ip.user_ns.get(line)
+    with pytest.raises(UsageError, match=message):
+        define(ip, line, "Reviewer")
+    assert ip.user_ns.get(line) is kept
+
+
+def test_force_binds_a_name_that_hides_a_builtin(ip: InteractiveShell) -> None:
+    with capture_output():
+        define(ip, "print --force", "Reviewer")
+    assert isinstance(ip.user_ns["print"], Workflow)
+    del ip.user_ns["print"]
+
+
+def test_redefining_a_workflow_needs_no_force(ip: InteractiveShell) -> None:
+    with capture_output():
+        define(ip, "wf", "Reviewer")
+        define(ip, "wf", "Reviewer\nReviewer")
+    assert len(ip.user_ns["wf"].steps) == 2
+
+
+def test_an_unknown_keyword_gets_a_did_you_mean_and_the_valid_keywords(
+    ip: InteractiveShell,
+) -> None:
+    with pytest.raises(UsageError) as info:
+        define(ip, "wf", "loop(steps=[Reviewer], until=until_answered, max_iteration=3)")
+    message = str(info.value)
+    assert message.startswith(
+        "line 2: `loop()` has no keyword `max_iteration` (did you mean `max_iterations`?); "
+        "it takes `steps`, `until`"
+    )
+    assert "`max_fails`" in message and "\n" not in message
+
+
+def test_an_unknown_keyword_to_a_class_names_the_class(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match=r"^line 2: `Agent\(\)` has no keyword `tool` \(did "):
+        define(ip, "wf", "Agent('X', model=model, tool=[])")
+
+
+def test_a_called_stop_helper_gets_a_hint_to_pass_it_uncalled(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError) as info:
+        define(ip, "wf", "Reviewer\nloop(steps=[Reviewer], until=until_answered())")
+    assert str(info.value) == (
+        "line 3: TypeError: `until_answered` is a condition: pass it without calling it, e.g. "
+        "`loop(steps=[...], until=until_answered)`"
+    )
+
+
+def test_a_traceback_from_a_cell_function_numbers_lines_as_the_editor_does(
+    ip: InteractiveShell,
+) -> None:
+    body = "def shout(ctx):\n    raise ValueError('boom')\nshout\n"
+    with capture_output():
+        define(ip, "wf", body)
+    with pytest.raises(ValueError, match="boom") as info:
+        ip.user_ns["wf"].run("x", store=False)
+    frames = [f for f in traceback.extract_tb(info.value.__traceback__) if f.name == "shout"]
+    assert [(f.lineno, f.line) for f in frames] == [(3, "raise ValueError('boom')")]
 
 
 @pytest.mark.parametrize(

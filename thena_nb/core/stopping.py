@@ -89,6 +89,9 @@ def _accepts_state(fn: Callable[..., Any]) -> bool:
 
 
 _ACCEPTS_STATE: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_NO_CONTEXT: Any = object()
+"""The default of `Condition.__call__`'s `ctx`: a condition called with nothing, as in
+`until=until_answered()`, gets a hint instead of a bare missing-argument error."""
 
 
 class Condition:
@@ -106,7 +109,12 @@ class Condition:
         self._accepted = self.arity[1]
         self.parts: tuple[Callable[..., Any], ...] = ()
 
-    def __call__(self, ctx: Context, state: Any = None) -> Any:
+    def __call__(self, ctx: Context = _NO_CONTEXT, state: Any = None) -> Any:
+        if ctx is _NO_CONTEXT:
+            raise TypeError(
+                f"`{self.name}` is a condition: pass it without calling it, e.g. "
+                f"`loop(steps=[...], until={self.name})`"
+            )
         if self._accepted >= 2:
             return self._fn(ctx, state)
         return self._fn(ctx)

@@ -12,8 +12,10 @@ loop(steps=[ExecutorAgent], until=until_answered, max_iterations=8)
 
 Each top-level expression of the cell body is a step, in order; other statements (imports,
 assignments, `def`) run in the user namespace. thena_nb's public names are in scope without
-an import. A wrong cell raises IPython's `UsageError` with one line that names the cell line
-(1-based within the body) and says what to do; IPython prints it without a traceback.
+an import. A wrong cell raises IPython's `UsageError` with one line that names the line as
+the editor numbers it (the `%%thena_workflow` line is line 1) and says what to do; IPython
+prints it without a traceback. `%thena_run` returns the `Run`, so `run = %thena_run ...`
+binds it (and `_` holds it).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from thena_nb.core.workflow import Workflow
 
 __all__ = ["ThenaMagics", "define_workflow", "load_ipython_extension", "unload_ipython_extension"]
 
-_MAGIC_LINE = "line 0 (the `%%thena_workflow` line)"
+_MAGIC_LINE = "line 1 (the `%%thena_workflow` line)"
 _STEP_KINDS = "a step is an `Agent`, `parallel([...])`, `loop(...)` or a function `fn(ctx)`"
 _NESTED_SCOPES = (
     ast.FunctionDef,
@@ -105,6 +107,7 @@ class _Cell:
     """A parsed cell body and where it is compiled from."""
 
     body: str
+    """The body as compiled: padded with blank lines so that line numbers are the editor's."""
     tree: ast.Module
     filename: str
     user_ns: dict[str, Any]
@@ -118,6 +121,7 @@ def define_workflow(
     state: str | None = None,
     budget: Budget | None = None,
     filename: str = "<thena_workflow>",
+    first_line: int = 2,
 ) -> Workflow:
     """Run a `%%thena_workflow` cell body and build its `Workflow`.
 
@@ -128,6 +132,8 @@ def define_workflow(
         state: The source text of `--state` (a name in `user_ns`), if given.
         budget: The workflow's `Budget`, if any.
         filename: The name the body is compiled under (shown in later tracebacks).
+        first_line: The line number of the body's first line in the editor (2: the line
+            after `%%thena_workflow`); errors and tracebacks number lines from it.
 
     Returns:
         The new `Workflow`.
@@ -140,7 +146,7 @@ def define_workflow(
             f"{_MAGIC_LINE}: {name!r} is not a Python name; the workflow is bound to NAME, "
             f"e.g. `%%thena_workflow review`"
         )
-    cell = _parse(body, filename, user_ns)
+    cell = _parse(body, filename, user_ns, first_line)
     scope = _CellScope(user_ns)
     _provide_nested_names(cell.tree, user_ns, scope.public)
     steps: list[Any] = []
@@ -155,14 +161,16 @@ def define_workflow(
             _execute(cell, stmt, user_ns, scope)
     if not steps:
         raise UsageError(
-            f"line {max(1, len(body.splitlines()))}: the cell has no steps; write one step per "
+            f"line {max(1, len(body.splitlines())) + first_line - 1}: the cell has no steps; "
+            f"write one step per "
             f"line, e.g. `loop(steps=[agent], until=until_answered)`"
         )
     state_class = _resolve_state(state, user_ns, scope) if state is not None else None
     return _build(name, steps, lines, state_class, budget)
 
 
-def _parse(body: str, filename: str, user_ns: dict[str, Any]) -> _Cell:
+def _parse(body: str, filename: str, user_ns: dict[str, Any], first_line: int) -> _Cell:
+    body = "\n" * max(first_line - 1, 0) + body
     try:
         tree = ast.parse(body, filename=filename)
     except SyntaxError as exc:
@@ -225,7 +233,39 @@ def _guarded(cell: _Cell, stmt: ast.stmt, thunk: Callable[[], Any]) -> Any:
         raise UsageError(_name_message(line, exc.name, cell.user_ns)) from None
     except Exception as exc:
         line = _error_line(cell, exc.__traceback__, stmt)
+        hint = _keyword_hint(exc, cell.user_ns) if isinstance(exc, TypeError) else None
+        if hint is not None:
+            raise UsageError(f"line {line}: {hint}") from None
         raise UsageError(f"line {line}: {type(exc).__name__}: {_one_line(exc)}") from None
+
+
+_UNEXPECTED_KEYWORD = re.compile(
+    r"^(?:(?P<cls>\w+)\.__init__|(?P<fn>\w+))\(\) got an unexpected keyword argument '(?P<kw>\w+)'"
+)
+
+
+def _keyword_hint(exc: TypeError, user_ns: dict[str, Any]) -> str | None:
+    """For an unknown keyword to one of thena_nb's callables (or the user's): the keyword,
+    a did-you-mean and the keywords it takes."""
+    found = _UNEXPECTED_KEYWORD.match(str(exc))
+    if found is None:
+        return None
+    name = found["cls"] or found["fn"]
+    target = user_ns.get(name, getattr(thena_nb, name, None) if name in _public_names() else None)
+    if target is None:
+        return None
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    valid = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not valid:
+        return None
+    keyword_ = found["kw"]
+    match = difflib.get_close_matches(keyword_, valid, n=1)
+    mean = f" (did you mean `{match[0]}`?)" if match else ""
+    listed = ", ".join(f"`{v}`" for v in valid)
+    return f"`{name}()` has no keyword `{keyword_}`{mean}; it takes {listed}"
 
 
 def _error_line(cell: _Cell, tb: TracebackType | None, stmt: ast.stmt) -> int:
@@ -386,10 +426,13 @@ class ThenaMagics(Magics):
     @argument("--state", default=None, help="a pydantic model class for the run's state")
     @argument("--budget-tokens", type=int, default=None, help="Budget(max_tokens=N)")
     @argument("--budget-tool-calls", type=int, default=None, help="Budget(max_tool_calls=N)")
+    @argument("--force", action="store_true", help="bind NAME even if it hides a builtin")
     @cell_magic
     def thena_workflow(self, line: str, cell: str) -> None:
         """Define a workflow: each top-level expression of the cell is a step, in order."""
         args = parse_argstring(self.thena_workflow, line)
+        if not args.force:
+            _check_free_name(args.name, self._user_ns())
         budget = None
         if args.budget_tokens is not None or args.budget_tool_calls is not None:
             try:
@@ -399,7 +442,7 @@ class ThenaMagics(Magics):
             except ValueError as exc:
                 raise UsageError(f"{_MAGIC_LINE}: budget: {_one_line(exc)}") from None
         user_ns = self._user_ns()
-        filename = self._cache_source(cell)
+        filename = self._cache_source(f"%%thena_workflow {line}\n{cell}")
         wf = define_workflow(
             args.name, cell, user_ns, state=args.state, budget=budget, filename=filename
         )
@@ -408,10 +451,13 @@ class ThenaMagics(Magics):
 
     @no_var_expand
     @line_magic
-    def thena_run(self, line: str) -> None:
-        """Run a workflow on INPUT and display the run: `%thena_run NAME INPUT`."""
+    def thena_run(self, line: str) -> Any:
+        """Run a workflow on INPUT and return the run: `run = %thena_run NAME INPUT`.
+
+        The notebook shows the returned `Run` (as the cell's output when the magic is the
+        cell's last line), and `_` holds it."""
         wf, value = self._target(line, "thena_run")
-        _run_and_display(wf, value)
+        return _run_returning(wf, value)
 
     @no_var_expand
     @line_magic
@@ -423,9 +469,8 @@ class ThenaMagics(Magics):
         except ModuleNotFoundError as exc:
             if exc.name != "thena_nb.notebook.stepper":
                 raise
-        # The Stepper widget is not installed in this build: show the whole run instead.
-        _run_and_display(wf, value)
-        return None
+        # The Stepper widget is not installed in this build: run it whole instead.
+        return _run_returning(wf, value)
 
     def _target(self, line: str, magic: str) -> tuple[Workflow, Any]:
         parts = line.strip().split(None, 1)
@@ -457,15 +502,31 @@ class ThenaMagics(Magics):
         return "<thena_workflow>"
 
 
-def _run_and_display(wf: Workflow, value: Any) -> None:
+def _run_returning(wf: Workflow, value: Any) -> Any:
     try:
-        run = wf.run(value)
+        return wf.run(value)
     except BaseException as exc:
         partial = getattr(exc, "run", None)
         if partial is not None:
             display(partial)
         raise
-    display(run)
+
+
+def _check_free_name(name: str, user_ns: dict[str, Any]) -> None:
+    """Refuse a NAME that would hide a builtin or replace something that is no workflow."""
+    if name in user_ns:
+        value = user_ns[name]
+        if isinstance(value, Workflow):
+            return  # redefining a workflow is the usual edit-and-run-again
+        what = f"holds {_a(value)}"
+    elif hasattr(builtins, name):
+        what = "is a Python builtin"
+    else:
+        return
+    raise UsageError(
+        f"{_MAGIC_LINE}: `{name}` {what}; binding the workflow to it would hide that. Choose "
+        f"another name, or add `--force`"
+    )
 
 
 def load_ipython_extension(ip: InteractiveShell) -> None:
