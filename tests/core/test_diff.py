@@ -356,7 +356,7 @@ def test_html_marks_the_words_that_differ_and_escapes_model_text() -> None:
     assert "<script>" not in page
     assert "&lt;script&gt;" in page
     assert "<del" in page and "<ins" in page
-    assert "1 turns before agree" in page
+    assert "the first turn agrees" in page
     assert 'class="thena-diff"' in page
 
 

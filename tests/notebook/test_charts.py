@@ -149,3 +149,29 @@ def test_ten_thousand_turns_chart_every_marker() -> None:
     fig = failure_chart(turns, [loop])
     (ax,) = fig.axes
     assert sum(marker_counts(ax).values()) == 10_000 - pattern.count(".")
+
+
+def test_a_one_turn_loop_gets_whole_number_ticks() -> None:
+    from thena_nb import Agent, Workflow, loop, until_answered
+    from thena_nb.models import ScriptedModel
+
+    agent = Agent("A", model=ScriptedModel(["x"]))
+    run = Workflow("w", [loop(steps=[agent], until=until_answered)]).run("go", store=False)
+    fig = run.failure_chart()
+    fig.canvas.draw()
+    ticks = [float(t) for t in fig.axes[0].get_xticks()]
+    assert ticks and all(t.is_integer() for t in ticks)
+    assert "after 1/10 iteration" in fig.axes[0].texts[0].get_text()
+    assert "iterations" not in fig.axes[0].texts[0].get_text()
+
+
+def test_a_name_with_dollar_signs_is_drawn_as_plain_text() -> None:
+    from thena_nb import Agent, Workflow, loop, until_answered
+    from thena_nb.models import ScriptedModel
+
+    agent = Agent("A", model=ScriptedModel(["x"]))
+    wf = Workflow(r"cost $\notacommand$ of $x^$", [loop(steps=[agent], until=until_answered)])
+    run = wf.run("go", store=False)
+    png = figure_png(run.failure_chart())  # mathtext would raise ValueError while drawing
+    assert png.startswith(b"\x89PNG")
+    assert r"cost $\notacommand$ of $x^$" in run._repr_html_()

@@ -20,7 +20,7 @@ EXPECTED_DTYPES = {
     "called_tool": "boolean",
     "tool_name": "string",
     "tool_error": "boolean",
-    "tool_call_source": "category",
+    "tool_call_source": "string",
     "response": "string",
     "tool_calls": "int64",
     "consecutive_fails": "int64",
@@ -55,7 +55,15 @@ def test_columns_and_dtypes_are_fixed() -> None:
     assert list(frame.columns) == list(EXPECTED_DTYPES)
     assert {c: str(t) for c, t in frame.dtypes.items()} == EXPECTED_DTYPES
     assert dict(COLUMNS) == EXPECTED_DTYPES
-    assert list(frame["tool_call_source"].cat.categories) == ["native", "rescued"]
+    assert set(frame["tool_call_source"].dropna()) <= {"native", "rescued"}
+
+
+def test_every_missing_value_shows_as_na() -> None:
+    frame = turn_frame(sample_turns())
+    shown = frame.to_string()
+    assert "NaN" not in shown and "None" not in shown
+    no_tool = frame[~frame["called_tool"]].iloc[0]
+    assert no_tool["tool_call_source"] is pd.NA and no_tool["tool_name"] is pd.NA
 
 
 def test_an_empty_run_has_the_same_columns_and_dtypes() -> None:
@@ -114,7 +122,7 @@ def test_stack_frames_adds_a_leading_run_id_column() -> None:
     assert str(frame["run_id"].dtype) == "string"
     assert frame["run_id"].tolist() == ["run-a"] * 4 + ["run-b"] * 2
     assert frame["turn"].tolist() == [0, 1, 2, 3, 0, 1]
-    assert str(frame["tool_call_source"].dtype) == "category"
+    assert str(frame["tool_call_source"].dtype) == "string"
     assert str(frame["iteration"].dtype) == "Int64"
     assert list(frame.index) == list(range(6))
 

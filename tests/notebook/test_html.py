@@ -190,3 +190,41 @@ def test_a_real_run_with_hostile_model_text_renders_escaped() -> None:
     ]
     for text in outputs:
         assert_escaped(text)
+
+
+def _one_loop_run(script: list[object], *, max_fails: int = 5, name: str = "w") -> Run:
+    @tool
+    def lookup(q: str) -> str:
+        """Look up."""
+        raise RuntimeError("down")
+
+    agent = Agent("A", model=ScriptedModel(script), tools=[lookup])
+    steps = [loop(steps=[agent], until=until_answered, max_fails=max_fails)]
+    return Workflow(name, steps).run("go", store=False)
+
+
+def test_an_empty_answer_is_shown_as_empty_not_left_out() -> None:
+    page = _html.run_html(_one_loop_run([""]))
+    assert "(empty answer)" in page
+
+
+def test_a_run_that_ended_on_fails_gets_a_warning_badge_naming_the_reason() -> None:
+    run = _one_loop_run([reply.tool("lookup", q="x")] * 2, max_fails=2)
+    assert run.status == "finished" and run.stop_reasons == {"w/0.loop": "fails"}
+    page = _html.run_html(run)
+    badge = re.search(r'<span style="[^"]*background:([^"]+)">finished · fails</span>', page)
+    assert badge is not None and badge.group(1) == _html._COLORS["fails"]
+    assert "(empty answer)" in page
+
+
+def test_a_run_that_answered_keeps_the_green_finished_badge() -> None:
+    page = _html.run_html(_one_loop_run(["Done."]))
+    assert f'background:{_html._COLORS["finished"]}">finished</span>' in page
+
+
+def test_counts_of_one_are_singular() -> None:
+    run = _one_loop_run([reply.tool("lookup", q="x"), "Done."])
+    page = _html.run_html(run)
+    assert "1 tool call ·" not in page  # the last item has no separator after it
+    assert "2 model calls · 1 tool call" in page
+    assert "1 tool calls" not in page

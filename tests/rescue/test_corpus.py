@@ -922,7 +922,7 @@ def test_refused_tool_is_reported_not_returned() -> None:
         ("send_mail", {"to": "ana@example.com", "body": "hi"}, False, "rescued")
     ]
     assert scan.refused[0].error == (
-        "tool 'send_mail' does not accept calls written as text (declared with "
+        "the tool does not accept calls written as text (declared with "
         "`@tool(rescue=False)`); call it through the tool channel"
     )
     assert rescue_tool_calls(text, TOOLS) == []

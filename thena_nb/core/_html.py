@@ -20,7 +20,15 @@ from typing import Any
 
 from thena_nb.core.steps import callable_name
 
-__all__ = ["diff_html", "escape", "run_html", "turn_html", "turn_info_html", "workflow_html"]
+__all__ = [
+    "diff_html",
+    "escape",
+    "plural",
+    "run_html",
+    "turn_html",
+    "turn_info_html",
+    "workflow_html",
+]
 
 _BOX = "border:1px solid #ccc;border-radius:4px;padding:4px 8px;margin:3px 0"
 _PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:2px 4px;font-size:90%"
@@ -166,7 +174,7 @@ def run_html(run: Any, *, frame_html: str | None = None, chart_png_b64: str | No
         HTML text.
     """
     status = getattr(run, "status", None)
-    head = [f"run of <b>{escape(getattr(run, 'workflow_name', ''))}</b>", _badge(status)]
+    head = [f"run of <b>{escape(getattr(run, 'workflow_name', ''))}</b>", _status_badge(run)]
     head.append(f"<code>{escape(getattr(run, 'run_id', ''))}</code>")
     parts = [f'<div class="thena-run"><div>{" · ".join(head)}</div>']
     error = getattr(run, "error", None)
@@ -175,6 +183,8 @@ def run_html(run: Any, *, frame_html: str | None = None, chart_png_b64: str | No
     output = getattr(run, "output", None)
     if output is not None and output != "":
         parts.append(f"<div>output</div><pre style='{_PRE}'>{escape(output)}</pre>")
+    elif status == "finished":
+        parts.append("<div>output <i style='color:#777'>(empty answer)</i></div>")
     loops = list(getattr(run, "loops", None) or ())
     if loops:
         parts.append(_loops_table(loops))
@@ -211,7 +221,7 @@ def diff_html(diff: Any) -> str:
     a, b, pairs = diff.a, diff.b, diff.pairs
     head = (
         f"diff of run <code>{escape(a.run_id)}</code> (a) and <code>{escape(b.run_id)}</code>"
-        f" (b) · {escape(len(pairs))} aligned turns"
+        f" (b) · {escape(plural(len(pairs), 'aligned turn'))}"
     )
     d = diff.first_divergence
     if d is None:
@@ -229,12 +239,14 @@ def diff_html(diff: Any) -> str:
     if at:
         reused = sum(1 for pair in pairs[:at] if pair.reused)
         note = f" ({reused} reused from a recording)" if reused else ""
-        rows.append(f"<tr><td colspan='3'><i>{escape(at)} turns before agree{note}</i></td></tr>")
+        agree = "the first turn agrees" if at == 1 else f"the first {at} turns agree"
+        rows.append(f"<tr><td colspan='3'><i>{escape(agree)}{note}</i></td></tr>")
     shown = pairs[at : at + _DIFF_ROWS]
     rows.extend(_diff_row(diff, pair, i == 0) for i, pair in enumerate(shown))
     rest = len(pairs) - at - len(shown)
     if rest:
-        rows.append(f"<tr><td colspan='3'><i>{escape(rest)} more turns not shown</i></td></tr>")
+        more = f"{rest} more {'turn' if rest == 1 else 'turns'} not shown"
+        rows.append(f"<tr><td colspan='3'><i>{escape(more)}</i></td></tr>")
     table = f"<table><thead>{header}</thead><tbody>{''.join(rows)}</tbody></table>"
     return f'<div class="thena-diff"><div>{head}</div><div>{verdict}</div>{table}</div>'
 
@@ -424,16 +436,37 @@ def _loops_table(loops: Sequence[Any]) -> str:
     return _table(header, rows)
 
 
+_ENDED_BADLY = ("fails", "exhausted", "budget")
+"""Stop reasons of a run's last loop that a "finished" badge must not hide."""
+
+
+def _status_badge(run: Any) -> str:
+    """The run's status; a finished run whose last step was a loop that stopped on `fails`,
+    `exhausted` or `budget` gets a warning badge naming the reason instead of a green one."""
+    status = getattr(run, "status", None)
+    report = getattr(run, "report", None)
+    last = report.children[-1] if report is not None and report.children else None
+    reason = getattr(last, "stop_reason", None) if getattr(last, "kind", "") == "loop" else None
+    if status == "finished" and reason in _ENDED_BADLY:
+        return _badge(reason, f"finished · {reason}")
+    return _badge(status)
+
+
+def plural(count: int, word: str) -> str:
+    """`"1 turn"`, `"2 turns"`: a count and its noun, singular for exactly one."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def _usage_text(usage: Any) -> str:
     parts = [
-        f"{usage.input_tokens} input tokens",
-        f"{usage.output_tokens} output tokens",
+        plural(usage.input_tokens, "input token"),
+        plural(usage.output_tokens, "output token"),
     ]
     cached = (usage.cache_read_tokens, usage.cache_write_tokens)
     if any(cached):
         parts.append(f"cache {cached[0]} read / {cached[1]} written")
-    parts.append(f"{usage.model_calls} model calls")
-    parts.append(f"{usage.tool_calls} tool calls")
+    parts.append(plural(usage.model_calls, "model call"))
+    parts.append(plural(usage.tool_calls, "tool call"))
     return escape(" · ".join(parts))
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "failure_chart",
     "figure_png",
     "figure_png_b64",
+    "plain_text",
 ]
 
 MARKER_LABELS: dict[tuple[str, bool], str] = {
@@ -153,7 +154,9 @@ def _draw_loop(ax: Axes, loop_node: ReportNode, loop_turns: list[Turn]) -> None:
     ax.set_ylim(-0.3, max(top, 1) + 0.7)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(loop_node.path, fontsize=9, loc="left")
+    if xs:  # at least one turn either side, so that a short loop gets whole-number ticks
+        ax.set_xlim(min(xs) - 0.5, max(max(xs), min(xs) + 1) + 0.5)
+    ax.set_title(plain_text(loop_node.path), fontsize=9, loc="left")
     ax.set_ylabel("consecutive fails")
     # Above the panel, right-aligned, so it never hides a point; a text artist in `ax.texts`.
     ax.text(
@@ -170,12 +173,19 @@ def _draw_loop(ax: Axes, loop_node: ReportNode, loop_turns: list[Turn]) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
 
 
+def plain_text(text: str) -> str:
+    """`text` as matplotlib draws it literally: a `$` would start mathtext, which fails on
+    (or mangles) names and model text."""
+    return text.replace("$", r"\$")
+
+
 def _stop_text(loop_node: ReportNode) -> str:
     iterations = f"{loop_node.iterations}"
     if loop_node.max_iterations is not None:
         iterations += f"/{loop_node.max_iterations}"
+    word = "iteration" if loop_node.iterations == 1 else "iterations"
     if loop_node.stop_reason is not None:
-        return f"stopped: {loop_node.stop_reason} after {iterations} iterations"
+        return f"stopped: {loop_node.stop_reason} after {iterations} {word}"
     if loop_node.error is not None:
-        return f"ended by an error after {iterations} iterations"
-    return f"running: {iterations} iterations"
+        return f"ended by an error after {iterations} {word}"
+    return f"running: {iterations} {word}"

@@ -40,7 +40,7 @@ COLUMNS: dict[str, str] = {
     "called_tool": "boolean",
     "tool_name": "string",
     "tool_error": "boolean",
-    "tool_call_source": "category",
+    "tool_call_source": "string",
     "response": "string",
     "tool_calls": "int64",
     "consecutive_fails": "int64",
@@ -73,9 +73,6 @@ _DISPLAY = {
     "duration_s",
 }
 """The columns `frame_html` shows; the frame itself keeps them all."""
-_SOURCES = ["native", "rescued"]
-_SOURCE_DTYPE = pd.CategoricalDtype(_SOURCES)
-_SOURCE_CODES: dict[str | None, int] = {"native": 0, "rescued": 1, None: -1}
 
 
 class _RunLike(Protocol):
@@ -93,8 +90,9 @@ def turn_frame(turns: Sequence[Turn]) -> pd.DataFrame:
 
     Returns:
         A DataFrame with the columns of `COLUMNS`. `iteration` and `branch` are nullable
-        integers, `called_tool` and `tool_error` nullable booleans, `tool_call_source` a
-        category of `"native"` / `"rescued"`; an empty `response` is missing.
+        integers, `called_tool` and `tool_error` nullable booleans, `tool_call_source`
+        text (`"native"` / `"rescued"`); an empty `response` is missing. Every missing
+        value shows as `<NA>`.
     """
     return _build(turns, None)
 
@@ -218,9 +216,6 @@ def _frame(columns: list[tuple[Any, ...]], run_ids: list[str] | None) -> pd.Data
             data[name] = np.fromiter(map(len, values), np.int64, len(values))
         elif dtype in ("int64", "float64"):
             data[name] = np.fromiter(values, dtype, len(values))
-        elif dtype == "category":
-            codes = np.fromiter(map(_SOURCE_CODES.__getitem__, values), np.int8, len(values))
-            data[name] = pd.Categorical.from_codes(codes, dtype=_SOURCE_DTYPE)
         elif dtype.startswith("datetime64"):
             data[name] = pd.to_datetime(list(values), utc=True).astype(dtype)
         else:

@@ -143,7 +143,7 @@ def scan_tool_calls(
         if getattr(t, "rescue", True):
             calls.append(call)
         else:
-            refused.append(call.model_copy(update={"ok": False, "error": _refusal(t.name)}))
+            refused.append(call.model_copy(update={"ok": False, "error": _refusal()}))
     return _scan(found_reasoning, calls, refused)
 
 
@@ -153,8 +153,10 @@ def _scan(
     return RescueScan(calls or [], refused or [], found.reasoning, found.text)
 
 
-def _refusal(name: str) -> str:
+def _refusal() -> str:
+    # The error observation names the tool already ("tool 'x' was not run: ..."), so the
+    # reason does not name it again.
     return (
-        f"tool {name!r} does not accept calls written as text (declared with "
+        "the tool does not accept calls written as text (declared with "
         "`@tool(rescue=False)`); call it through the tool channel"
     )
