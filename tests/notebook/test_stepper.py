@@ -554,3 +554,19 @@ async def test_repr_names_the_workflow() -> None:
     wf, _ = looped(["done"])
     stepper = wf.stepper("go")
     assert re.fullmatch(r"Stepper\('w', new, turns=0, position=-1\)", repr(stepper))
+
+
+async def test_the_mime_bundle_carries_an_html_snapshot_of_what_the_stepper_shows() -> None:
+    wf, _ = looped([add_call(1, 2), HOSTILE])
+    stepper = wf.stepper("go")
+    stepper.chart_delay = 0
+    assert "no turns yet" in stepper._repr_mimebundle_()["text/html"]
+    await click(stepper.run_button, stepper)
+    await chart_png(stepper)
+    bundle = stepper._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    snapshot = bundle["text/html"]
+    assert snapshot.startswith('<div class="thena-stepper-snapshot">')
+    assert stepper.header.value in snapshot and stepper.turn_html.value in snapshot
+    assert "&lt;script&gt;window.__pwned" in snapshot and "<script" not in snapshot
+    assert "<button" not in snapshot and 'src="data:image/png;base64,' in snapshot

@@ -16,6 +16,7 @@ reads the run only through the public `Session`: `result`, `context`, `open_loop
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -247,6 +248,30 @@ class Stepper(widgets.VBox):
             f"Stepper({self.session.workflow.name!r}, {self.status}, "
             f"turns={self.turn_count}, position={self.position})"
         )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget, plus a `text/html` snapshot of what it shows now: a saved notebook
+        then reads well where widgets do not render (GitHub, nbviewer)."""
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is not None:
+            data["text/html"] = self.snapshot_html()
+        return data
+
+    def snapshot_html(self) -> str:
+        """What the Stepper shows at this moment, as static HTML (no controls, no script)."""
+        views_html = [
+            self.header.value,
+            self.position_html.value,
+            self.error_html.value,
+            self.turn_html.value,
+            self.frame_html.value,
+        ]
+        chart = self.chart.value
+        if chart and self.chart.layout.display != "none":
+            encoded = base64.b64encode(bytes(chart)).decode("ascii")
+            views_html.append(f'<img alt="failure chart" src="data:image/png;base64,{encoded}"/>')
+        body = "".join(v for v in views_html if v)
+        return f'<div class="thena-stepper-snapshot">{body}</div>'
 
     # -- actions --------------------------------------------------------------------------
 
