@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from thena_nb.core.agent import Agent
 from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
 from thena_nb.core.run import Run
-from thena_nb.core.steps import LoopStep, ParallelStep, walk
 from thena_nb.core.workflow import Workflow
+from thena_nb.experiments._fingerprint import Unfingerprintable, digest
 
 __all__ = ["BASE_VARIANT", "Backend", "Done", "Job", "Plan", "fingerprint", "reuse_finished"]
 
@@ -38,6 +39,9 @@ class Job:
     variant: str
     run_id: str
     repeat: int = 0
+    reusable: bool = True
+    """`False` when the variant could not be fingerprinted: a stored run is never taken for
+    it (its run id is new every time)."""
 
 
 Done = Callable[[Job, Run], None]
@@ -97,14 +101,25 @@ def _jobs(
     """One job per input, variant and repeat, in that order; an input given twice is two
     runs (each with an id of its own), and so is each repeat."""
     fingerprints = {name: fingerprint(wf) for name, wf in variants.items()}
+    for name, found in fingerprints.items():
+        if found is None:
+            warnings.warn(
+                f"variant {name!r} of workflow {workflow_name!r} cannot be fingerprinted "
+                f"({unfingerprintable_reason(variants[name])}), so its runs are never "
+                f"reused from the store: they run again every time",
+                stacklevel=4,
+            )
     seen: Counter[str] = Counter()
     jobs: list[Job] = []
     for text in inputs:
         occurrence = seen[text]
         seen[text] += 1
-        for name, digest in fingerprints.items():
+        for name, found in fingerprints.items():
             for repeat in range(repeats):
-                run_id = _run_id(workflow_name, name, digest, text, occurrence, repeat)
+                if found is None:
+                    jobs.append(Job(len(jobs), text, name, uuid.uuid4().hex[:12], repeat, False))
+                    continue
+                run_id = _run_id(workflow_name, name, found, text, occurrence, repeat)
                 jobs.append(Job(len(jobs), text, name, run_id, repeat))
     return jobs
 
@@ -124,64 +139,35 @@ def _run_id(
     return hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
 
 
-_END = b"\x1d"
-"""Ends a step and the steps inside it, so `[loop([a]), b]` and `[loop([a, b])]` differ."""
+def fingerprint(workflow: Workflow) -> str | None:
+    """What a run of `workflow` depends on besides its input, code included; `None` when
+    some part of it cannot be fingerprinted (its runs are then never reused).
+
+    The steps, every agent (prompt, tools, model and the model's settings), loop limits,
+    the code of functions, tools, stop conditions and history processors, the state class,
+    budget and retry policy all count (see `_fingerprint`).
+    """
+    try:
+        return digest(workflow)
+    except Unfingerprintable:
+        return None
 
 
-def fingerprint(workflow: Workflow) -> str:
-    """What a run of `workflow` depends on besides its input: agents, loops, functions."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(repr((workflow.name, _qualified_name(workflow.state))).encode())
-    if workflow.budget is not None:
-        h.update(workflow.budget.model_dump_json().encode())
-    open_paths: list[str] = []  # the step just hashed and the steps it is inside
-    for path, step in walk(workflow.steps, workflow.name):
-        while open_paths and not path.startswith(open_paths[-1] + "/"):  # not inside it
-            open_paths.pop()
-            h.update(_END)
-        h.update(_step_bytes(step))
-        open_paths.append(path)
-    h.update(_END * len(open_paths))
-    return h.hexdigest()
-
-
-def _step_bytes(step: Any) -> bytes:
-    match step:
-        case Agent():
-            own = repr((step.output_field, step.rescue, step.parallel_tools))
-            return (step.key + own).encode()
-        case LoopStep():
-            loop = (
-                "loop",
-                _qualified_name(step.until),
-                step.max_iterations,
-                step.max_fails,
-                _qualified_name(step.on_fail),
-                _qualified_name(step.on_exhausted),
-            )
-            return repr(loop).encode()
-        case ParallelStep():
-            return b"parallel"
-        case _:
-            return repr(("function", _qualified_name(step))).encode()
-
-
-def _qualified_name(fn: Any) -> str:
-    """A stop condition's or tool's `name`, else `module.qualname`: unlike `callable_name`, it
-    tells apart two functions that are both called `check`."""
-    if fn is None:
-        return ""
-    name = getattr(fn, "name", None)
-    if isinstance(name, str):
-        return name
-    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+def unfingerprintable_reason(workflow: Workflow) -> str:
+    """Why `fingerprint(workflow)` is `None`."""
+    try:
+        digest(workflow)
+    except Unfingerprintable as exc:
+        return str(exc)
+    return ""
 
 
 async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
     """Hand the runs the store already finished to `done`; return the jobs still to run."""
     if store is None or not jobs:
         return list(jobs)
-    found = await asyncio.to_thread(_load_finished, store, [j.run_id for j in jobs])
+    wanted = [j.run_id for j in jobs if j.reusable]
+    found = await asyncio.to_thread(_load_finished, store, wanted) if wanted else {}
     todo = []
     for job in jobs:
         run = found.get(job.run_id)
