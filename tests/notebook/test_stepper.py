@@ -486,6 +486,14 @@ async def test_what_if_on_the_recorded_run() -> None:
     assert len(model.requests) == calls
 
 
+async def test_what_if_over_an_exhausted_loop_says_it_would_still_run_out() -> None:
+    wf, _ = looped([add_call(), add_call(), add_call()], max_iterations=3)
+    stepper = wf.stepper("go")
+    await stepper.run()
+    assert answers(stepper.what_if(until_text("never"))) == {"w/0.loop": (3, "exhausted")}
+    assert "would still have run out of iterations after <b>3</b>" in stepper.what_if_html.value
+
+
 async def test_what_if_typed_in_the_box_and_its_errors() -> None:
     wf, _ = looped([add_call(), "done"])
     stepper = wf.stepper("go")

@@ -429,7 +429,18 @@ def test_what_if_keys_every_run_of_a_nested_loop_and_sees_the_last_stop_reason()
     }
     exhausted = what_if(run, was_exhausted)
     assert exhausted["n/1.loop"] == WhatIf(iteration=1, stop_reason="until")
-    assert exhausted["n/0.loop"] == WhatIf()  # its inner loops stopped on `until`
+    # Never true for the outer loop, which ran out of iterations: it still would have.
+    assert exhausted["n/0.loop"] == WhatIf(iteration=2, stop_reason="exhausted")
+
+
+def test_what_if_that_never_holds_over_an_exhausted_loop_says_exhausted() -> None:
+    agent = adding(3).steps[0].steps[0]
+    run = Workflow("adding", [loop(steps=[agent], until=until_answered, max_iterations=2)]).run(
+        "go", store=False
+    )
+    assert run.stop_reasons == {"adding/0.loop": "exhausted"}
+    answer = what_if(run, until_text("never"))["adding/0.loop"]
+    assert answer == WhatIf(iteration=2, stop_reason="exhausted")
 
 
 # -- changes ---------------------------------------------------------------------------------

@@ -40,10 +40,13 @@ class WhatIf(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     iteration: int | None = None
-    """The recorded iteration after which `until` first holds; `None` when it holds after
-    none of them."""
-    stop_reason: Literal["until"] | None = None
-    """`"until"` when it would have stopped the loop, else `None`."""
+    """The recorded iteration after which `until` first holds; for a loop that was
+    exhausted and where `until` never holds, its last (`max_iterations`); `None` when the
+    recording cannot tell (it holds after none of the recorded iterations of a loop that
+    stopped for another reason)."""
+    stop_reason: Literal["until", "exhausted"] | None = None
+    """`"until"` when it would have stopped the loop; `"exhausted"` when the loop would still
+    have run to `max_iterations`; else `None`."""
 
 
 class RecordedContext:
@@ -129,7 +132,9 @@ def what_if(
             workflow's (a loaded run has none, so the state is a dict).
 
     Returns:
-        `{loop_path: WhatIf}`. A loop that ran more than once (inside another loop) has one
+        `{loop_path: WhatIf}`: where `until` first holds; for an exhausted loop where it
+        never holds, `WhatIf(iteration=max_iterations, stop_reason="exhausted")`; else
+        `WhatIf()` (the recording cannot tell). A loop that ran more than once (inside another loop) has one
         entry per run: `path`, then `path#2`, `path#3`, ...
     """
     recording = _Recording(run, state_type)
@@ -146,6 +151,8 @@ def what_if(
             if _holds(until, recording.context(node, iteration, loop_turns)):
                 answer = WhatIf(iteration=iteration, stop_reason="until")
                 break
+        if answer.iteration is None and node.stop_reason == "exhausted":
+            answer = WhatIf(iteration=node.iterations, stop_reason="exhausted")
         out[key] = answer
     return out
 

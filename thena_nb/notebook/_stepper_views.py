@@ -62,6 +62,9 @@ class _Answer(Protocol):
     @property
     def iteration(self) -> int | None: ...
 
+    @property
+    def stop_reason(self) -> str | None: ...
+
 
 def exception_text(exc: BaseException) -> str:
     """`Type: message`, the last line of the exception's traceback."""
@@ -187,7 +190,8 @@ def what_if_html(label: str, loops: Sequence[ReportNode], answers: Mapping[str, 
     if not answers:
         return "<div class='thena-what-if'>the run has no loops yet</div>"
     rows = [
-        _what_if_row(key, node, answer.iteration) for key, node, answer in _keyed(loops, answers)
+        _what_if_row(key, node, answer.iteration, answer.stop_reason)
+        for key, node, answer in _keyed(loops, answers)
     ]
     return (
         f"<div class='thena-what-if'>what if until = <code>{_html.escape(label)}</code>"
@@ -205,10 +209,12 @@ def _keyed(
         yield key, node, answer
 
 
-def _what_if_row(key: str, node: ReportNode, iteration: int | None) -> str:
+def _what_if_row(key: str, node: ReportNode, iteration: int | None, reason: str | None) -> str:
     recorded = f"recorded: {node.iterations} iterations, stop reason {node.stop_reason}"
     if iteration is None:
         verdict = f"would not have stopped in the {node.iterations} recorded iterations"
+    elif reason == "exhausted":
+        verdict = f"would still have run out of iterations after <b>{iteration}</b>"
     else:
         verdict = f"would have stopped after iteration <b>{iteration}</b>"
     return (
