@@ -134,8 +134,8 @@ def what_if(
     Returns:
         `{loop_path: WhatIf}`: where `until` first holds; for an exhausted loop where it
         never holds, `WhatIf(iteration=max_iterations, stop_reason="exhausted")`; else
-        `WhatIf()` (the recording cannot tell). A loop that ran more than once (inside another loop) has one
-        entry per run: `path`, then `path#2`, `path#3`, ...
+        `WhatIf()` (the recording cannot tell). A loop that ran more than once (inside
+        another loop) has one entry per run: `path`, then `path#2`, `path#3`, ...
     """
     recording = _Recording(run, state_type)
     seen: Counter[str] = Counter()
