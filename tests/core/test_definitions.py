@@ -113,3 +113,20 @@ def test_calling_a_condition_with_nothing_says_to_pass_it_uncalled() -> None:
         until_answered()
     with pytest.raises(TypeError, match=r"is a condition: pass it without calling it"):
         was_exhausted()
+
+
+def test_an_async_stop_condition_or_hook_is_refused_at_definition() -> None:
+    from thena_nb.core.stopping import Condition
+
+    async def ready(ctx: object) -> bool:
+        return True
+
+    async def hook(ctx: object, info: object) -> None:
+        return None
+
+    agent = Agent("A", model=ScriptedModel(["x"]))
+    for until in (ready, Condition(ready), until_answered | ready):
+        with pytest.raises(WorkflowDefinitionError, match=r"`until` \(ready\) is an `async def`"):
+            Workflow("w", [loop(steps=[agent], until=until)])
+    with pytest.raises(WorkflowDefinitionError, match=r"`on_fail` is an `async def`"):
+        Workflow("w", [loop(steps=[agent], until=until_answered, on_fail=hook)])

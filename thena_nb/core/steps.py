@@ -107,7 +107,9 @@ def loop(
 
     Args:
         steps: The steps of one iteration.
-        until: `until(ctx)` or `until(ctx, state)`; truthy stops the loop.
+        until: `until(ctx)` or `until(ctx, state)`; truthy stops the loop. A plain function:
+            an `async def` is refused when the workflow is defined (its coroutine would
+            always be truthy).
         max_iterations: Stop with `exhausted` after this many iterations.
         on_exhausted: Called as `on_exhausted(ctx, iterations)` when the loop is exhausted.
         max_fails: Stop with `fails` after this many consecutive failed tool calls;

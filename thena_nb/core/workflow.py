@@ -343,6 +343,7 @@ def _check_loop(wf: Workflow, step: LoopStep, path: str) -> None:
     for part in condition_parts(step.until):
         required, accepted = condition_arity(part)
         label = getattr(part, "name", None) or getattr(part, "__name__", repr(part))
+        _check_not_async(part, f"loop {path!r}: `until` ({label})")
         if required > 2 or accepted == 0:
             raise WorkflowDefinitionError(
                 f"loop {path!r}: `until` ({label}) must take `ctx` or `ctx, state`; "
@@ -358,6 +359,7 @@ def _check_loop(wf: Workflow, step: LoopStep, path: str) -> None:
     for hook_name in ("on_fail", "on_exhausted"):
         hook: Callable[..., Any] | None = getattr(step, hook_name)
         if hook is not None:
+            _check_not_async(hook, f"loop {path!r}: `{hook_name}`")
             required, accepted = condition_arity(hook)
             if required > 2 or accepted < 2:
                 raise WorkflowDefinitionError(
@@ -365,6 +367,19 @@ def _check_loop(wf: Workflow, step: LoopStep, path: str) -> None:
                     f"(`ctx, {'info' if hook_name == 'on_fail' else 'iterations'}`); "
                     f"{getattr(hook, '__name__', hook)!r} takes {accepted}"
                 )
+
+
+def _check_not_async(fn: Any, what: str) -> None:
+    """Stop conditions and loop hooks are plain functions: an `async def` would return a
+    coroutine, which is always true (and never run)."""
+    inner = getattr(fn, "_fn", None)  # a `Condition` wraps the function it was made from
+    candidates = (fn, inner, type(fn).__call__ if not inspect.isfunction(fn) else None)
+    if any(c is not None and inspect.iscoroutinefunction(c) for c in candidates):
+        raise WorkflowDefinitionError(
+            f"{what} is an `async def`; stop conditions and loop hooks are checked between "
+            f"turns and must answer at once. Make it a plain `def` (do async work in a "
+            f"function step or a tool and keep its result in the state)"
+        )
 
 
 def _check_function(fn: Callable[..., Any], path: str) -> None:
