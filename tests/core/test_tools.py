@@ -177,3 +177,15 @@ def test_plain_functions_are_wrapped() -> None:
     agent = Agent("A", model=ScriptedModel([reply.tool("shout", text="hi")]), tools=[shout])
     run = Workflow("w", [agent]).run("x")
     assert run.turns[0].tool_calls[0].result == "HI"
+
+
+@pytest.mark.parametrize("name", ["my tool", "<lambda>", "", "a" * 65, "dots.not.ok", "ünï"])
+def test_a_tool_name_the_apis_reject_is_refused_at_definition(name: str) -> None:
+    with pytest.raises(ValueError, match=r"is not accepted by the model APIs: use 1 to 64"):
+        tool(lambda x: x, name=name)
+
+
+def test_a_lambda_without_a_name_is_told_to_give_one() -> None:
+    with pytest.raises(ValueError, match=r"tool name '<lambda>' is not accepted.*name="):
+        tool(lambda x: x)
+    assert tool(lambda x: x, name="echo-1_ok").name == "echo-1_ok"

@@ -254,11 +254,12 @@ def test_thena_run_returns_the_run_which_the_cell_shows_and_underscore_holds(
     with capture_output():
         define(ip, "review", "loop(steps=[Reviewer], until=until_answered)")
     with capture_output() as cap:
-        result = ip.run_cell('%thena_run review "Check the {diff} please"')
+        result = ip.run_cell('%thena_run review "Check the {diff} please"', store_history=True)
     assert result.success, result.error_in_exec
     run = result.result
     assert isinstance(run, Run) and run.output == "looks fine"
-    assert ip.user_ns["_"] is run
+    # The output history holds it, as `_` does (unless something put `_` in builtins).
+    assert ip.user_ns["Out"][result.execution_count] is run
     request = ip.user_ns["model"].requests[-1]
     assert request.messages[0].content == "Check the {diff} please"
     assert "Run('review', status='finished'" in cap.stdout  # the cell's output

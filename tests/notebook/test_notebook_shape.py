@@ -52,6 +52,10 @@ def test_no_private_attribute_of_another_object_is_read() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
                 own = isinstance(node.value, ast.Name) and node.value.id == "self"
+                value = node.value
+                own = own or (  # `super()._x`: the object's own, inherited
+                    isinstance(value, ast.Call) and getattr(value.func, "id", None) == "super"
+                )
                 if not own and not is_dunder(node.attr):
                     found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
             elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr":

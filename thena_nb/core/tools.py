@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
@@ -49,7 +50,7 @@ class Tool:
         if not callable(fn):
             raise TypeError(f"`@tool` needs a function, got {fn!r}")
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = _checked_name(name if name is not None else getattr(fn, "__name__", ""))
         self.description = description if description is not None else _doc(fn)
         self.retries = retries
         self.rescue = rescue
@@ -211,6 +212,19 @@ async def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], ctx: Context 
             error = error_observation(call.name, call.arguments, exc=exc)
             return finished(call, ok=False, error=error, retries=retries)
         return finished(call, ok=True, result=result, retries=retries)
+
+
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""The tool names the model APIs accept (a name outside it fails only at the first call)."""
+
+
+def _checked_name(name: str) -> str:
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise ValueError(
+            f"tool name {name!r} is not accepted by the model APIs: use 1 to 64 letters, "
+            f'digits, `_` or `-` (e.g. `@tool(name="lookup_order")`)'
+        )
+    return name
 
 
 def _signature_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseModel]]:
