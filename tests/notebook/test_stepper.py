@@ -578,3 +578,28 @@ async def test_the_mime_bundle_carries_an_html_snapshot_of_what_the_stepper_show
     assert stepper.header.value in snapshot and stepper.turn_html.value in snapshot
     assert "&lt;script&gt;window.__pwned" in snapshot and "<script" not in snapshot
     assert "<button" not in snapshot and 'src="data:image/png;base64,' in snapshot
+
+
+class _Loud(int):
+    """A whole number that prints as markup (a hostile `max_iterations`)."""
+
+    def __str__(self) -> str:
+        return "<img src=x onerror=alert(1)>"
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+async def test_loop_limits_in_the_position_line_are_escaped() -> None:
+    from thena_nb.notebook import _stepper_views as views
+
+    wf, _ = looped([add_call(), "done"], max_iterations=_Loud(5), max_fails=_Loud(3))
+    stepper = wf.stepper("go")
+    turn = await click(stepper.step_button, stepper)
+    assert "<img" not in stepper.position_html.value  # the session hands plain numbers on
+    assert "loop iteration 1 of 5 · consecutive fails 0 of 3" in stepper.position_html.value
+    assert "· 1 turn</div>" in stepper.header.value
+    line = views.position_html(turn, 1, limits=(_Loud(5), _Loud(3.0)), tokens=_Loud(0))
+    assert "<img" not in line and line.count("&lt;img src=x onerror=alert(1)&gt;") == 2

@@ -90,10 +90,11 @@ def header_html(
     )
     tail = ""
     if hit is not None:
-        tail = f" · <b>breakpoint</b> at turn {hit}: {_html.escape(reason)}"
+        tail = f" · <b>breakpoint</b> at turn {_html.escape(hit)}: {_html.escape(reason)}"
+    count = _html.escape(_html.plural(turn_count, "turn"))
     return (
         f'<div class="thena-stepper-header"><b>Stepper</b> · workflow '
-        f"<b>{_html.escape(workflow)}</b> · {badge} · {turn_count} turns{tail}</div>"
+        f"<b>{_html.escape(workflow)}</b> · {badge} · {count}{tail}</div>"
     )
 
 
@@ -142,17 +143,21 @@ def position_html(
         limits: The loop's `(max_iterations, max_fails)` when the turn ran, if known.
         tokens: Input plus output tokens of the run up to and including this turn.
     """
+    # Every value goes through the one escaping place, numbers included: an `int`
+    # subclass (or a loaded record) can print as anything.
+    esc = _html.escape
     items = [
-        f"turn {turn.index} ({turn.index + 1} of {turn_count})",
-        f"step <code>{_html.escape(turn.step_path)}</code>",
+        f"turn {esc(turn.index)} ({esc(turn.index + 1)} of {esc(turn_count)})",
+        f"step <code>{esc(turn.step_path)}</code>",
     ]
     if turn.iteration is None:
         items.append("not in a loop")
     else:
         max_iterations, max_fails = limits if limits else ("?", "?")
-        items.append(f"loop iteration {turn.iteration} of {max_iterations}")
-        items.append(f"consecutive fails {turn.consecutive_fails} of {_fails_limit(max_fails)}")
-    items.append(f"tokens so far {tokens}")
+        items.append(f"loop iteration {esc(turn.iteration)} of {esc(max_iterations)}")
+        streak = f"{esc(turn.consecutive_fails)} of {esc(_fails_limit(max_fails))}"
+        items.append(f"consecutive fails {streak}")
+    items.append(f"tokens so far {esc(tokens)}")
     return f'<div class="thena-stepper-position">{" · ".join(items)}</div>'
 
 
