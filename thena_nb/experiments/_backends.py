@@ -10,7 +10,7 @@ from typing import Any
 from thena_nb.core.run import Run
 from thena_nb.core.store.base import records_of
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiments._gate import Gate, gated
+from thena_nb.experiments._gate import Gates, gated
 from thena_nb.experiments._plan import Done, Job, Plan
 
 __all__ = ["run_local", "run_ray"]
@@ -19,8 +19,9 @@ __all__ = ["run_local", "run_ray"]
 # -- local backend -----------------------------------------------------------------------
 
 
-async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gate, *, store: Any) -> None:
-    """Run `todo` in this process, at most `plan.concurrency` at a time, all behind `gate`."""
+async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gates, *, store: Any) -> None:
+    """Run `todo` in this process, at most `plan.concurrency` at a time, each model call
+    behind its model's gate."""
     workflows = {name: gated(wf, gate) for name, wf in plan.variant_workflows.items()}
     queue = iter(todo)
 

@@ -1,4 +1,10 @@
-"""The rate-limit gate that every local run of an experiment waits at, and the model wrapper."""
+"""The rate-limit gates that local runs of an experiment wait at (one per model), and the
+model wrapper.
+
+Only a rate limit closes a gate (HTTP 429, Anthropic's 529 "overloaded", or any error that
+says when to come back with `retry_after`): other transient errors (a reset connection, a
+timeout) are one call's trouble, retried by that run alone, and must not pause the rest.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,14 @@ from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.steps import walk
 from thena_nb.core.workflow import Workflow
 
-__all__ = ["Gate", "GatedModel", "gated"]
+__all__ = ["Gate", "GatedModel", "Gates", "gated", "is_rate_limit"]
+
+_RATE_LIMIT_STATUSES = (429, 529)
+
+
+def is_rate_limit(exc: TransientModelError) -> bool:
+    """A rate limit (or overload) that every caller of the model should wait out."""
+    return exc.retry_after is not None or exc.status_code in _RATE_LIMIT_STATUSES
 
 
 class Gate:
@@ -54,7 +67,8 @@ class GatedModel:
         try:
             reply: Reply = await self.model.respond(request)
         except TransientModelError as exc:
-            self._gate.close_for(exc.retry_after)
+            if is_rate_limit(exc):
+                self._gate.close_for(exc.retry_after)
             raise
         return reply
 
@@ -65,14 +79,32 @@ class GatedModel:
         return repr(self.model)
 
 
-def gated(workflow: Workflow, gate: Gate) -> Workflow:
-    """A copy of `workflow` whose agents call their models through `gate` (one wrapper per
-    model, so agents that share a model share its wrapper)."""
-    wrappers: dict[int, GatedModel] = {}
+class Gates:
+    """One `Gate` per model object, shared by every run and variant that uses that model: a
+    rate limit from one provider does not pause the calls to another."""
+
+    def __init__(self, fallback_wait: float) -> None:
+        self.fallback_wait = fallback_wait
+        self._by_model: dict[int, tuple[Any, GatedModel]] = {}
+
+    def wrap(self, model: Any) -> GatedModel:
+        """The gated wrapper of `model` (the same wrapper, and gate, every time)."""
+        found = self._by_model.get(id(model))
+        if found is None:
+            found = self._by_model[id(model)] = (model, GatedModel(model, Gate(self.fallback_wait)))
+        return found[1]
+
+    @property
+    def slowdowns(self) -> int:
+        """Times a rate limit closed an open gate, over every model."""
+        return sum(wrapper._gate.slowdowns for _, wrapper in self._by_model.values())
+
+
+def gated(workflow: Workflow, gates: Gates) -> Workflow:
+    """A copy of `workflow` whose agents call their models through their model's gate (one
+    wrapper per model, so agents that share a model share its wrapper)."""
     changes: dict[str, dict[str, Any]] = {}
     for path, step in walk(workflow.steps, workflow.name):
         if isinstance(step, Agent):
-            if id(step.model) not in wrappers:
-                wrappers[id(step.model)] = GatedModel(step.model, gate)
-            changes[path] = {"model": wrappers[id(step.model)]}
+            changes[path] = {"model": gates.wrap(step.model)}
     return apply_changes(workflow, changes)

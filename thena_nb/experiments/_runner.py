@@ -13,7 +13,7 @@ from thena_nb.core.run import Run
 from thena_nb.core.store.base import resolve_store
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._backends import run_local, run_ray
-from thena_nb.experiments._gate import Gate
+from thena_nb.experiments._gate import Gates
 from thena_nb.experiments._plan import Backend, Job, Plan, reuse_finished
 from thena_nb.experiments._result import Experiment
 from thena_nb.experiments._scorers import Scorer
@@ -126,7 +126,7 @@ async def _execute(
     started = time.perf_counter()
     runs_store = resolve_store(store)
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
-    gate = Gate(plan.workflow.retry.initial_delay)  # local runs share it; Ray tasks go without
+    gate = Gates(plan.workflow.retry.initial_delay)  # local runs share them; Ray tasks go without
 
     def done(job: Job, run: Run) -> None:
         run.workflow = plan.variant_workflows[job.variant]
