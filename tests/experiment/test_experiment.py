@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from thena_nb import Agent, Workflow, loop, max_tool_calls, tool, until_answered
@@ -300,11 +301,12 @@ def test_frame_and_compare_columns() -> None:
                          progress=False)  # fmt: skip
     frame = exp.frame()
     assert list(frame.columns) == [
-        "input", "variant", "status", "stop_reasons", "turns", "tool_calls", "rescued",
-        "failures", "input_tokens", "output_tokens", "wall_s",
+        "input", "variant", "status", "error", "stop_reasons", "turns", "tool_calls",
+        "rescued", "failures", "input_tokens", "output_tokens", "wall_s",
     ]  # fmt: skip
     row = frame.iloc[0]
     assert (row["input"], row["variant"], row["status"]) == ("<b>in</b>", "one", "finished")
+    assert row["error"] is pd.NA
     assert row["stop_reasons"] == "until"
     assert (row["turns"], row["tool_calls"], row["failures"]) == (3, 2, 1)
     assert row["rescued"] == 0.5
@@ -314,18 +316,37 @@ def test_frame_and_compare_columns() -> None:
     compare = exp.compare()
     assert list(compare.index) == ["one", "two"]
     assert list(compare.columns) == [
-        "runs", "statuses", "stop_reasons", "mean_turns", "mean_tool_calls", "rescued",
-        "failures", "input_tokens", "output_tokens", "mean_wall_s",
+        "runs", "statuses", "stop_reasons", "errors", "mean_turns", "mean_tool_calls",
+        "rescued", "failures", "input_tokens", "output_tokens", "mean_wall_s",
     ]  # fmt: skip
     one = compare.loc["one"]
     assert (one["runs"], one["statuses"], one["stop_reasons"]) == (2, "finished 2", "until 2")
     assert (one["mean_turns"], one["mean_tool_calls"], one["rescued"]) == (3.0, 2.0, 0.5)
     assert (one["failures"], one["input_tokens"], one["output_tokens"]) == (2, 30, 6)
+    assert one["errors"] == 0
 
     html = exp._repr_html_()
     assert "<script>" not in html and "<b>in</b>" not in html
     assert "cols" in html and "one" in html
     assert repr(exp) == "Experiment('cols', runs=4/4, inputs=2, variants=['one', 'two'])"
+
+
+def test_a_model_that_raises_shows_its_error_and_counts_as_a_failure() -> None:
+    calls = iter(range(100))
+
+    def flaky(request: ModelRequest) -> Any:
+        if next(calls) % 2:
+            raise RuntimeError("model down")
+        return "fine"
+
+    wf = Workflow("e", [Agent("A", model=FunctionModel(flaky))])
+    exp = run_experiment(wf, ["a", "b", "c", "d"], concurrency=1, store=False, progress=False)
+    frame = exp.frame()
+    assert frame["status"].tolist() == ["finished", "failed", "finished", "failed"]
+    assert frame["error"].tolist()[1] == "RuntimeError: model down"
+    assert frame["failures"].tolist() == [0, 1, 0, 1]
+    compare = exp.compare().loc["base"]
+    assert (compare["errors"], compare["failures"]) == (2, 2)
 
 
 def test_variant_names_are_escaped_in_html() -> None:

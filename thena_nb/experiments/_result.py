@@ -105,8 +105,9 @@ class Experiment:
         """The runs as a DataFrame, one row per run, in (input, variant, repeat) order.
 
         Columns: `input`, `case` (the case's name, when a case has one), `variant`,
-        `repeat` (0-based, with `repeats > 1`), `status`, `stop_reasons`, `turns`,
-        `tool_calls`, `rescued`, `failures`, `input_tokens`, `output_tokens`, `wall_s`;
+        `repeat` (0-based, with `repeats > 1`), `status`, `error` (the error of a failed
+        run), `stop_reasons`, `turns`, `tool_calls`, `rescued`, `failures` (failed tool
+        calls, plus one for a run that failed), `input_tokens`, `output_tokens`, `wall_s`;
         then, when the runs were scored, one column per scorer (boolean for pass/fail,
         float for numbers; missing where the scorer failed), `<name>_explanation` after a
         judge's column (and after any scorer that explained a run), and `scorer_error`.
@@ -156,8 +157,9 @@ class Experiment:
         """A summary per variant, one row each, in variant order.
 
         Columns: `runs`, `statuses` and `stop_reasons` (counts, e.g. `"until 2, exhausted
-        1"`), `mean_turns`, `mean_tool_calls`, `rescued` (share of all tool calls),
-        `failures` (failed tool calls), `input_tokens`, `output_tokens` (totals),
+        1"`), `errors` (runs that failed), `mean_turns`, `mean_tool_calls`, `rescued`
+        (share of all tool calls), `failures` (failed tool calls and failed runs),
+        `input_tokens`, `output_tokens` (totals),
         `mean_wall_s`. When the runs were scored, then for each scorer: its mean over the
         runs it scored (the pass rate of a pass/fail scorer) as `<name>`, the confidence
         interval as `<name>_ci_low` and `<name>_ci_high` (Wilson's for pass/fail, a
@@ -365,6 +367,7 @@ _FRAME_DTYPES: dict[str, str] = {
     "input": "string",
     "variant": "string",
     "status": "string",
+    "error": "string",
     "stop_reasons": "string",
     "turns": "int64",
     "tool_calls": "int64",
@@ -380,6 +383,7 @@ _COMPARE_DTYPES: dict[str, str] = {
     "runs": "int64",
     "statuses": "string",
     "stop_reasons": "string",
+    "errors": "int64",
     "mean_turns": "float64",
     "mean_tool_calls": "float64",
     "rescued": "float64",
@@ -393,6 +397,7 @@ _COMPARE_COLUMNS = (
     "runs",
     "statuses",
     "stop_reasons",
+    "errors",
     "mean_turns",
     "mean_tool_calls",
     "rescued",
@@ -411,11 +416,13 @@ def _run_row(input: str, variant: str, run: Run) -> dict[str, Any]:
         "input": input,
         "variant": variant,
         "status": run.status,
+        "error": run.error if run.status == "failed" else None,
         "stop_reasons": ",".join(r or "error" for r in reasons) if reasons else None,
         "turns": len(run.turns),
         "tool_calls": len(calls),
         "rescued": sum(c.source == "rescued" for c in calls) / len(calls) if calls else None,
-        "failures": sum(c.ok is False for c in calls),
+        # A model (or step) that raised is a failure too, not only a failed tool call.
+        "failures": sum(c.ok is False for c in calls) + (run.status == "failed"),
         "input_tokens": run.usage.input_tokens,
         "output_tokens": run.usage.output_tokens,
         "wall_s": wall,
@@ -432,6 +439,7 @@ def _variant_row(variant: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "runs": n,
         "statuses": _counts(r["status"] for r in rows),
         "stop_reasons": _counts(r["stop_reasons"] for r in rows if r["stop_reasons"]),
+        "errors": sum(r["status"] == "failed" for r in rows),
         "mean_turns": sum(r["turns"] for r in rows) / n if n else None,
         "mean_tool_calls": calls / n if n else None,
         "rescued": rescued / calls if calls else None,
