@@ -251,6 +251,18 @@ def test_bad_edits_raise_before_anything_runs(
     assert [r["run_id"] for r in sqlite.list_runs()] == [first.run_id]
 
 
+def test_an_edit_where_the_changed_workflow_takes_another_path_fails_before_a_call(
+    sums: Counting,
+) -> None:
+    first = sums.wf.run("go", store=False)
+    model = ScriptedModel(["never"])
+    renamed = sums.agent.replace(name="Other", model=model)
+    other = Workflow("sums", [loop(steps=[renamed], until=until_answered)])
+    with pytest.raises(ValueError, match=r"runs 'sums/0.loop/0.Other' at turn 0.*turn 2 does"):
+        first.fork(2, reply="x", workflow=other, store=False)
+    assert model.requests == []
+
+
 def test_a_turn_inside_a_parallel_block_cannot_be_edited() -> None:
     a = Agent("A", model=ScriptedModel(["a"]))
     b = Agent("B", model=ScriptedModel(["b"]))

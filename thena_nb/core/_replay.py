@@ -185,7 +185,7 @@ class ForkReplay(Replay):
             if queue:
                 return queue.pop(0)
             if path not in self._branch_paths:
-                self.diverged_at = index
+                self._part(index, path)
             return None
         if index == self.live_from and (self._reply is not None or self._results is not None):
             return self._edited(index, path)
@@ -195,9 +195,20 @@ class ForkReplay(Replay):
         if turn is None:
             return None
         if turn.step_path != path:
-            self.diverged_at = index
+            self._part(index, path)
             return None
         return turn
+
+    def _part(self, index: int, path: str) -> None:
+        """The forked workflow took another path at turn `index`: go live from here, unless
+        an edit of a later turn waits (it would apply to a turn the run never had)."""
+        if self._reply is not None or self._results is not None:
+            raise ValueError(
+                f"the forked workflow runs {path!r} at turn {index}, where the run ran "
+                f"another step; the edit of turn {self.live_from} does not apply there. Fork "
+                f"without `changes=` that alter the steps before it."
+            )
+        self.diverged_at = index
 
     def state_after(self, index: int) -> Any:
         # An edited turn keeps the state as it stood before it (its tools ran anew, or not).
@@ -209,11 +220,7 @@ class ForkReplay(Replay):
         """Turn `index` as the edit serves it (once): a new reply, or replaced results."""
         turn = self._by_index[index]
         if turn.step_path != path:
-            raise ValueError(
-                f"the forked workflow runs {path!r} at turn {index}, where the run ran "
-                f"{turn.step_path!r}; the edit of turn {index} does not apply there. Fork "
-                f"without `changes=` that alter the steps before it."
-            )
+            self._part(index, path)
         reply, results = self._reply, self._results
         self._reply = self._results = None
         if reply is not None:

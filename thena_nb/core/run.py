@@ -156,8 +156,9 @@ class Run:
         Args:
             at: The turn to go live from (or to edit).
             reply: Turn `at`'s reply instead of a model call (text, `reply.tool(...)`,
-                `reply.calls(...)` or a `Reply`); its calls run live. The turn has
-                `attempts == 0` (no model call) and `replayed == False` (it is new).
+                `reply.calls(...)` or a `Reply`); its calls run live (text is the answer as
+                given: calls written in it are not rescued). The turn has `attempts == 0`
+                (no model call) and `replayed == False` (it is new).
             tool_results: `{call_id: text}`: turn `at` keeps its recorded reply and
                 results, those calls' replaced (`ok=True`, `decision="respond"`); the run
                 goes live from turn `at + 1`. Not with `reply=` or `inject=`.
