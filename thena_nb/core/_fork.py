@@ -167,7 +167,7 @@ async def acontinue(
     if not isinstance(text, str) or not text:
         raise TypeError(f"`continue_with` takes the user's next message (a str), got {text!r}")
     target = resolve_store(store)
-    recorder = _WithParentTurns(target, records_of(run)) if target is not None else None
+    recorder = _WithParentTurns(target) if target is not None else None
     session = Session(workflow, text, state=_state_of(workflow, run), recorder=recorder)
     new = session.result
     new.parent_run_id, new.forked_at, new._parent = run.run_id, len(run.turns), run
@@ -190,17 +190,19 @@ def _state_of(workflow: Workflow, run: Run) -> Any:
 
 
 class _WithParentTurns:
-    """A recorder that stores the parent's turns first: a continuation holds them too."""
+    """A recorder that stores the parent's turns first: a continuation holds them too.
 
-    def __init__(self, inner: RunRecorder, records: list[TurnRecord]) -> None:
+    When the run starts its turns are the parent's, and the last one's messages run to the
+    end of the history, so they carry the new user message.
+    """
+
+    def __init__(self, inner: RunRecorder) -> None:
         self._inner = inner
-        self._records = records
 
     async def run_started(self, run: Run) -> None:
         await self._inner.run_started(run)
-        for record in self._records:
-            turn = record.turn.model_copy(update={"replayed": True})
-            await self._inner.turn_recorded(run, TurnRecord(turn, record.state, record.messages))
+        for record in records_of(run):
+            await self._inner.turn_recorded(run, record)
 
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         await self._inner.turn_recorded(run, record)
