@@ -131,6 +131,19 @@ def test_a_reply_given_as_a_reply_object_keeps_its_ids_and_tokens(sums: Counting
     assert forked.usage.input_tokens == sum(t.input_tokens for t in forked.turns)
 
 
+def test_an_edited_turn_writes_the_state_from_its_new_reply() -> None:
+    class Answer(BaseModel):
+        text: str = ""
+
+    first_agent = Agent("A", model=ScriptedModel(["one"]), output_field="text")
+    second_agent = Agent("B", model=ScriptedModel(["two"]), output_field="text")
+    wf = Workflow("w", [first_agent, second_agent], state=Answer)
+    first = wf.run("go", store=False)
+    forked = first.fork(1, reply="edited", store=False)
+    assert (first.state.text, forked.state.text) == ("two", "edited")
+    assert forked.states == {0: {"text": "one"}, 1: {"text": "edited"}}
+
+
 # -- tool_results= ---------------------------------------------------------------------------
 
 
