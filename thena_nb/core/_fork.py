@@ -1,25 +1,33 @@
-"""Run again from a recording: fork a run at a turn, resume a stored run.
+"""Run again from a recording: fork a run at a turn, continue it, resume a stored run.
 
-Both are replays (`_replay.py`) with a policy of their own: a fork reuses turns `0..at-1` by
-step path alone and runs the rest live with the workflow changed; a resume reuses every
-stored turn that asks the same thing and finishes the run under its own id.
+Forks and resumes are replays (`_replay.py`) with a policy of their own: a fork reuses turns
+`0..at-1` by step path alone and runs the rest live with the workflow changed (turn `at`
+edited when asked: another reply, other tool results, messages put before it); a resume
+reuses every stored turn that asks the same thing and finishes the run under its own id. A
+continuation (`run.continue_with`) is no replay: the new run starts with the old one's
+turns and history, a new user message, and runs the workflow's steps again.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
 
 from thena_nb.core import _portals
 from thena_nb.core._replay import ForkReplay
 from thena_nb.core.changes import Changes, apply_changes
+from thena_nb.core.model import Reply
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
-from thena_nb.core.store.base import RunStore, resolve_store
+from thena_nb.core.store.base import RunRecorder, RunStore, TurnRecord, records_of, resolve_store
+from thena_nb.core.types import Message
 
 if TYPE_CHECKING:
     from thena_nb.core.workflow import Workflow
 
-__all__ = ["afork", "aresume"]
+__all__ = ["acontinue", "afork", "aresume"]
 
 
 async def afork(
@@ -27,11 +35,15 @@ async def afork(
     run: Run,
     at: int,
     *,
+    reply: Any = None,
+    tool_results: Mapping[str, str] | None = None,
+    inject: Sequence[Message | str] | None = None,
     changes: Changes | None = None,
     store: RunStore | Literal[False] | None = None,
 ) -> Run:
     """A new run of `workflow` (with `changes` applied) that reuses `run`'s turns `0..at-1`
-    and runs turn `at` onward live.
+    and runs turn `at` onward live, turn `at` edited by `reply`, `tool_results` or
+    `inject` (see `Run.fork`).
 
     The reused turns make no model call and no tool call, even where `changes` alter what
     they would have asked: the fork keeps what happened before `at`, then goes on with the
@@ -39,15 +51,164 @@ async def afork(
     takes another path before `at`, the fork goes live there (`run.replay_diverged_at`).
 
     Raises:
-        ValueError: `at` is out of range, or a change names no agent or step.
+        ValueError: `at` is out of range, an edit does not fit turn `at`, or a change names
+            no agent or step.
+        TypeError: `reply` or `inject` is of the wrong kind.
     """
-    if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= len(run.turns):
-        raise ValueError(f"`at` must be a turn index from 0 to {len(run.turns)}, got {at!r}")
+    edited = reply is not None or tool_results is not None
+    _check_at(run, at, edited)
+    new_reply = _as_reply(reply) if reply is not None else None
+    results = _check_results(run, at, reply, tool_results) if tool_results is not None else None
+    messages = _as_messages(inject, tool_results) if inject is not None else []
+    if edited or messages:
+        _check_top_level(run, at)
     changed = apply_changes(workflow, changes)
-    session = Session(changed, run.input, replay=ForkReplay(run, at), recorder=resolve_store(store))
+    source = ForkReplay(run, at, reply=new_reply, results=results, inject=messages)
+    session = Session(changed, run.input, replay=source, recorder=resolve_store(store))
     fork = session.result
     fork.parent_run_id, fork.forked_at, fork._parent = run.run_id, at, run
     return await session.run()
+
+
+def _check_at(run: Run, at: int, edited: bool) -> None:
+    last = len(run.turns) - 1 if edited else len(run.turns)
+    if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= last:
+        what = "the index of the turn to edit" if edited else "a turn index"
+        raise ValueError(f"`at` must be {what} from 0 to {last}, got {at!r}")
+
+
+def _check_top_level(run: Run, at: int) -> None:
+    turn = run.turns[at] if at < len(run.turns) else None
+    if turn is not None and turn.branch is not None:
+        raise ValueError(
+            f"turn {at} ran inside a parallel block (branch {turn.branch} of "
+            f"{turn.step_path!r}); edit a turn outside parallel blocks, or fork at the "
+            f"block's first turn without an edit"
+        )
+
+
+def _as_reply(reply: Any) -> Reply:
+    """A fork's new reply: text, or what `reply.tool(...)` / `reply.calls(...)` make."""
+    if isinstance(reply, str):
+        return Reply(text=reply, finish_reason="end_turn")
+    if isinstance(reply, Reply):
+        return reply
+    raise TypeError(
+        f"`reply=` takes the model's new answer: a str, `reply.tool(...)`, "
+        f"`reply.calls(...)` or a `Reply`; got {type(reply).__name__}"
+    )
+
+
+def _check_results(
+    run: Run, at: int, reply: Any, tool_results: Mapping[str, str]
+) -> dict[str, str]:
+    if reply is not None:
+        raise ValueError(
+            "`reply=` and `tool_results=` cannot go together: a new reply makes new calls, "
+            "which run live. Fork with `reply=` alone, or with `tool_results=` for the "
+            "recorded reply's calls"
+        )
+    if not isinstance(tool_results, Mapping) or not tool_results:
+        raise TypeError(
+            f"`tool_results=` takes a non-empty dict of call id to result text, got "
+            f"{tool_results!r}"
+        )
+    ids = [c.id for c in run.turns[at].tool_calls]
+    for call_id, text in tool_results.items():
+        if call_id not in ids:
+            known = ", ".join(map(repr, ids)) if ids else "none: it made no tool call"
+            raise ValueError(f"turn {at} has no tool call {call_id!r}; its call ids: {known}")
+        if not isinstance(text, str):
+            raise TypeError(
+                f"`tool_results[{call_id!r}]` must be the result's text (a str), got "
+                f"{type(text).__name__}"
+            )
+    return dict(tool_results)
+
+
+def _as_messages(inject: Sequence[Message | str], tool_results: Any) -> list[Message]:
+    if tool_results is not None:
+        raise ValueError(
+            "`inject=` and `tool_results=` cannot go together: turn `at` keeps its recorded "
+            "reply, which was made without the new messages. Inject alone, or with `reply=`"
+        )
+    if isinstance(inject, (str, Message)) or not isinstance(inject, Sequence):
+        raise TypeError(f"`inject=` takes a list of messages, got {inject!r}")
+    out = []
+    for m in inject:
+        if isinstance(m, str):
+            m = Message(role="user", content=m)
+        if not isinstance(m, Message) or m.role != "user":
+            raise TypeError(
+                f"`inject=` takes user messages (`Message(role='user', content=...)` or "
+                f"text), got {m!r}"
+            )
+        out.append(m)
+    return out
+
+
+async def acontinue(
+    workflow: Workflow,
+    run: Run,
+    text: str,
+    *,
+    store: RunStore | Literal[False] | None = None,
+) -> Run:
+    """A new run that goes on from the end of `run` with the user message `text`.
+
+    The new run starts with `run`'s turns (kept as recorded, `replayed=True`, indexes
+    `0..n-1`), history, states, usage and final state, then the message `text`; the
+    workflow's steps run again from the top, live, and their turns are numbered from `n`.
+    Its `input` is `text`; `parent_run_id` is `run`'s id and `forked_at` is `n`.
+
+    Raises:
+        TypeError: `text` is not a non-empty str.
+    """
+    if not isinstance(text, str) or not text:
+        raise TypeError(f"`continue_with` takes the user's next message (a str), got {text!r}")
+    target = resolve_store(store)
+    recorder = _WithParentTurns(target) if target is not None else None
+    session = Session(workflow, text, state=_state_of(workflow, run), recorder=recorder)
+    new = session.result
+    new.parent_run_id, new.forked_at, new._parent = run.run_id, len(run.turns), run
+    new.history[:0] = run.history
+    new.turns.extend(t.model_copy(update={"replayed": True}) for t in run.turns)
+    new.states.update(run.states)
+    new.usage = run.usage.model_copy()
+    new.report.children.extend(c.model_copy(deep=True) for c in run.report.children)
+    return await session.run()
+
+
+def _state_of(workflow: Workflow, run: Run) -> Any:
+    """The state a continuation starts with: a copy of the state `run` ended with."""
+    state = run.state
+    if workflow.state is None or state is None:
+        return None
+    if isinstance(state, BaseModel):
+        return workflow.state.model_validate(state.model_dump())
+    return workflow.state.model_validate(state)
+
+
+class _WithParentTurns:
+    """A recorder that stores the parent's turns first: a continuation holds them too.
+
+    When the run starts its turns are the parent's, and the last one's messages run to the
+    end of the history, so they carry the new user message.
+    """
+
+    def __init__(self, inner: RunRecorder) -> None:
+        self._inner = inner
+
+    async def run_started(self, run: Run) -> None:
+        await self._inner.run_started(run)
+        for record in records_of(run):
+            await self._inner.turn_recorded(run, record)
+
+    async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        await self._inner.turn_recorded(run, record)
+
+    async def run_finished(self, run: Run) -> None:
+        await self._inner.run_finished(run)
 
 
 async def aresume(workflow: Workflow, run_id: str, *, store: RunStore | None = None) -> Run:

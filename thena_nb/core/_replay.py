@@ -5,20 +5,25 @@ model name, system prompt, tools, output limit) and of the history it saw. A rep
 turn `k` (its reply and its tool results, so no model call and no tool call is made) while
 the new run asks the same thing at the same step, and goes live from the first turn whose
 request differs (`run.replay_diverged_at`) or from `live_from`.
+
+Messages a fork put into the history (`run.fork(k, inject=...)`, the follow-up of
+`run.continue_with`) are user messages that no turn wrote; a replay puts them back before the
+same turn, so the requests match again.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from thena_nb.core.types import Message, Turn
+from thena_nb.core.types import Message, Turn, TurnInfo, finished
 
 if TYPE_CHECKING:
+    from thena_nb.core.model import Reply
     from thena_nb.core.run import Run
 
-__all__ = ["ForkReplay", "HistoryHasher", "Replay", "blake"]
+__all__ = ["ForkReplay", "HistoryHasher", "Replay", "blake", "inserted_messages"]
 
 
 def blake() -> Any:
@@ -86,6 +91,17 @@ class Replay:
             if t.branch is not None:
                 self._by_request.setdefault((t.step_path, t.request_key), []).append(t)
         self._states = getattr(recorded, "states", None) or {}
+        self.inserts: dict[int, list[Message]] = inserted_messages(recorded.history)
+        """The user messages no turn wrote, by the index of the turn they come before."""
+
+    def insert_before(self, index: int, history: list[Message]) -> None:
+        """Put back the messages the recording had before turn `index`'s request (the
+        request phase asks, at the top level, when `inserts` is not empty)."""
+        if self.diverged_at is not None:
+            return
+        if self.live_from is not None and index > self.live_from:
+            return
+        history.extend(self.inserts.pop(index, ()))
 
     def lookup(
         self, index: int, path: str, request_key: str, *, in_branch: bool = False
@@ -123,9 +139,23 @@ class ForkReplay(Replay):
 
     A plain replay also compares each request's key, so a changed prompt would replay
     nothing; a fork keeps the recorded turns before `at` whatever they asked.
+
+    Turn `at` itself is live, unless an edit serves it: with `reply`, that reply instead of
+    a model call, whose calls then run live (the turn has `replayed=False`, `attempts=0`);
+    with `results`, the recorded reply and results, those calls' replaced (`decision=
+    "respond"`; `replayed=True`, since nothing was called). `inject` goes into the history
+    before turn `at`'s request, after what the recording had there. `afork` checks them.
     """
 
-    def __init__(self, recorded: Run, at: int) -> None:
+    def __init__(
+        self,
+        recorded: Run,
+        at: int,
+        *,
+        reply: Reply | None = None,
+        results: Mapping[str, str] | None = None,
+        inject: Sequence[Message] = (),
+    ) -> None:
         super().__init__(recorded, live_from=at)
         self._before = {t.index: t for t in recorded.turns if t.index < at}
         self._branch_paths = {t.step_path for t in recorded.turns if t.branch is not None}
@@ -133,6 +163,17 @@ class ForkReplay(Replay):
         for t in recorded.turns:
             if t.branch is not None and t.index < at:
                 self._branches.setdefault(t.step_path, []).append(t)
+        self._reply = reply
+        self._results = dict(results) if results else None
+        self._inject = list(inject)
+        if self._inject:
+            self.inserts.setdefault(at, [])
+
+    def insert_before(self, index: int, history: list[Message]) -> None:
+        super().insert_before(index, history)
+        if index == self.live_from and self._inject:
+            history.extend(self._inject)  # asked for: put in even where the fork went live
+            self._inject = []
 
     def lookup(
         self, index: int, path: str, request_key: str, *, in_branch: bool = False
@@ -144,14 +185,105 @@ class ForkReplay(Replay):
             if queue:
                 return queue.pop(0)
             if path not in self._branch_paths:
-                self.diverged_at = index
+                self._part(index, path)
             return None
+        if index == self.live_from and (self._reply is not None or self._results is not None):
+            return self._edited(index, path)
         if self.live_from is not None and index >= self.live_from:
             return None
         turn = self._before.get(index)
         if turn is None:
             return None
         if turn.step_path != path:
-            self.diverged_at = index
+            self._part(index, path)
             return None
         return turn
+
+    def _part(self, index: int, path: str) -> None:
+        """The forked workflow took another path at turn `index`: go live from here, unless
+        an edit of a later turn waits (it would apply to a turn the run never had)."""
+        if self._reply is not None or self._results is not None:
+            raise ValueError(
+                f"the forked workflow runs {path!r} at turn {index}, where the run ran "
+                f"another step; the edit of turn {self.live_from} does not apply there. Fork "
+                f"without `changes=` that alter the steps before it."
+            )
+        self.diverged_at = index
+
+    def state_after(self, index: int) -> Any:
+        # An edited turn keeps the state as it stood before it (its tools ran anew, or not).
+        if self.live_from is not None and index >= self.live_from:
+            return None
+        return super().state_after(index)
+
+    def _edited(self, index: int, path: str) -> Turn:
+        """Turn `index` as the edit serves it (once): a new reply, or replaced results."""
+        turn = self._by_index[index]
+        if turn.step_path != path:
+            self._part(index, path)
+        reply, results = self._reply, self._results
+        self._reply = self._results = None
+        if reply is not None:
+            self.rerun_tools = True  # the new reply's calls run live; no turn after is served
+            return with_reply(turn, reply)
+        assert results is not None
+        return with_results(turn, results)
+
+
+def inserted_messages(history: Sequence[Message]) -> dict[int, list[Message]]:
+    """The user messages after the input, by the index of the turn they come before.
+
+    No turn writes a user message and every turn writes one assistant message, so the
+    assistant messages before one count the turns before it (a parallel block's too).
+    """
+    out: dict[int, list[Message]] = {}
+    turns = 0
+    for m in history[1:]:
+        role = m.role
+        if role == "assistant":
+            turns += 1
+        elif role == "user":
+            out.setdefault(turns, []).append(m)
+    return out
+
+
+def with_reply(turn: Turn, reply: Reply) -> Turn:
+    """`turn` as if the model had answered `reply`: its calls not run yet, ids filled in
+    (`edit_<turn>_<n>`) where the reply helpers left them empty."""
+    calls = [
+        finished(c, id=c.id or f"edit_{turn.index}_{i}", ok=None, result=None, error=None)
+        for i, c in enumerate(reply.tool_calls)
+    ]
+    info = TurnInfo(called_tool=bool(calls), response=reply.text)
+    return turn.model_copy(
+        update={
+            "info": info,
+            "tool_calls": calls,
+            "finish_reason": reply.finish_reason or ("tool_use" if calls else "end_turn"),
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "cache_read_tokens": reply.cache_read_tokens,
+            "cache_write_tokens": reply.cache_write_tokens,
+            "reasoning": reply.reasoning,
+            "reasoning_tokens": reply.reasoning_tokens,
+        }
+    )
+
+
+def with_results(turn: Turn, results: Mapping[str, str]) -> Turn:
+    """`turn` with the results of some calls replaced by `results` (`decision="respond"`)."""
+    calls = [
+        finished(
+            c,
+            ok=True,
+            result=results[c.id],
+            error=None,
+            retries=0,
+            decision="respond",
+            traceback=None,
+        )
+        if c.id in results
+        else c
+        for c in turn.tool_calls
+    ]
+    return turn.model_copy(update={"tool_calls": calls})

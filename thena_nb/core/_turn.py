@@ -95,8 +95,10 @@ def request(agent: Agent, at: Position, path: str) -> tuple[str, Turn | None]:
     """The request's key from the history as it stands, and the recorded turn a replay
     serves for it (`None` when the turn goes live)."""
     scope = at.scope
-    key = scope.hasher.request_key(scope.history, agent.key)
     replay = at.control.replay
+    if replay is not None and replay.inserts and at.top_level:
+        replay.insert_before(len(scope.turns), scope.history)  # a fork's injected messages
+    key = scope.hasher.request_key(scope.history, agent.key)
     recorded = None
     if replay is not None:
         recorded = replay.lookup(len(scope.turns), path, key, in_branch=not at.top_level)
@@ -248,7 +250,9 @@ def _as_proposed(agent: Agent, call: ToolCall) -> ToolCall:
     tool = agent._by_name.get(call.name)
     if call.source == "rescued" and tool is not None and not tool.rescue:
         return call  # refused before it could run
-    return finished(call, ok=None, result=None, error=None, retries=0)
+    return finished(
+        call, ok=None, result=None, error=None, retries=0, decision=None, traceback=None
+    )  # what was decided about it comes with its result (a fork's `decision="respond"`)
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -397,11 +401,17 @@ def _turn(
             "started_at": started_at,
             "duration_s": duration_s,
             "request_key": key,
-            "replayed": recorded is not None,
+            "replayed": recorded is not None and _served(at),
             "reasoning": reply.reasoning,
             "reasoning_tokens": reply.reasoning_tokens,
         },
     )
+
+
+def _served(at: Position) -> bool:
+    """A turn the replay served is replayed unless its tools ran again (a fork's new reply)."""
+    replay = at.control.replay
+    return replay is not None and not replay.rerun_tools
 
 
 def _turn_info(text: str, done: list[ToolCall]) -> TurnInfo:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -143,12 +143,36 @@ class Run:
         self,
         at: int,
         *,
+        reply: Any = None,
+        tool_results: Mapping[str, str] | None = None,
+        inject: Sequence[Message | str] | None = None,
         changes: Mapping[str, Mapping[str, Any]] | None = None,
         workflow: Any = None,
         store: Any = None,
     ) -> Run:
-        """A new run that reuses turns `0..at-1` of this one and runs turn `at` onward live,
-        with `changes` applied to the workflow.
+        """A new run that reuses turns `0..at-1` of this one (no model call, no tool call)
+        and runs turn `at` onward live, with `changes` applied to the workflow.
+
+        Args:
+            at: The turn to go live from (or to edit).
+            reply: Turn `at`'s reply instead of a model call (text, `reply.tool(...)`,
+                `reply.calls(...)` or a `Reply`); its calls run live (text is the answer as
+                given: calls written in it are not rescued). The turn has `attempts == 0`
+                (no model call) and `replayed == False` (it is new).
+            tool_results: `{call_id: text}`: turn `at` keeps its recorded reply and
+                results, those calls' replaced (`ok=True`, `decision="respond"`); the run
+                goes live from turn `at + 1`. Not with `reply=` or `inject=`.
+            inject: User messages (`Message`s or text) put into the history before turn
+                `at`'s model call.
+            changes: `{agent name or step path: {field: value}}`, as `wf.map` takes them.
+            workflow: The workflow to run (needed for a run loaded from a store).
+            store: Where the fork is kept (the default store when not given).
+
+        The fork records `parent_run_id` and `forked_at == at`; `run.parent` is this run.
+
+        Raises:
+            ValueError: `at` is out of range, a call id is not turn `at`'s, or the edits do
+                not go together.
 
         Example:
             >>> from thena_nb import Agent, Workflow, loop, tool, until_answered
@@ -161,15 +185,54 @@ class Run:
             >>> forked = run.fork(2, changes=brief, store=False)
             >>> [t.replayed for t in forked.turns], forked.output
             ([True, True, False], 'Two.')
+            >>> edited = run.fork(1, reply="Stop here.", store=False)
+            >>> [t.info.response for t in edited.turns], edited.forked_at
+            (['', 'Stop here.'], 1)
+            >>> said = run.fork(0, tool_results={"call_1_0": "3"}, changes=brief, store=False)
+            >>> said.turns[0].tool_calls[0].decision, said.history[2].content, said.output
+            ('respond', '3', 'Two.')
         """
+        wf = self._workflow_for("fork", workflow)
+        edits = {"reply": reply, "tool_results": tool_results, "inject": inject}
+        # The workflow carries out the fork: it sits above the run, which holds it.
+        return wf._fork(self, at, changes=changes, store=store, **edits)
+
+    def continue_with(self, text: str, *, workflow: Any = None, store: Any = None) -> Run:
+        """A multi-turn conversation: a new run whose history is this run's plus the user
+        message `text`; the workflow's steps run again from the top, live.
+
+        This run's turns are part of the new run, kept as recorded (`replayed=True`, indexes
+        `0..n-1`) and not run again; the new turns are numbered from `n`. The new run's
+        `input` is `text`, `parent_run_id` is this run's id, `forked_at` is `n`, and it
+        starts with the state this run ended with. It is stored like any run.
+
+        Args:
+            text: The user's next message.
+            workflow: The workflow to run (needed for a run loaded from a store).
+            store: Where the new run is kept (the default store when not given).
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import FunctionModel
+            >>> echo = FunctionModel(lambda request: "You said " + request.messages[-1].content)
+            >>> wf = Workflow("chat", [Agent("A", model=echo)])
+            >>> first = wf.run("hello", store=False)
+            >>> second = first.continue_with("bye", store=False)
+            >>> [m.content for m in second.history], second.input
+            (['hello', 'You said hello', 'bye', 'You said bye'], 'bye')
+            >>> [(t.index, t.replayed) for t in second.turns], second.forked_at
+            ([(0, True), (1, False)], 1)
+        """
+        return self._workflow_for("continue", workflow)._continue(self, text, store=store)
+
+    def _workflow_for(self, action: str, workflow: Any) -> Any:
         wf = workflow if workflow is not None else self.workflow
         if wf is None:
             raise ValueError(
                 f"run {self.run_id!r} has no workflow (it was loaded from a store); pass "
-                f"`workflow=` to fork it"
+                f"`workflow=` to {action} it"
             )
-        # The workflow carries out the fork: it sits above the run, which holds it.
-        return wf._fork(self, at, changes=changes, store=store)
+        return wf
 
     def what_if(self, until: Callable[..., Any]) -> dict[str, WhatIf]:
         """Where each loop would have stopped under another `until`, from the recorded turns

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from thena_nb.core import _html, _portals
 from thena_nb.core._aio import run_sync
-from thena_nb.core._fork import afork, aresume
+from thena_nb.core._fork import acontinue, afork, aresume
 from thena_nb.core._replay import Replay
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
@@ -198,9 +198,17 @@ class Workflow:
         *,
         changes: Changes | None = None,
         store: RunStore | Literal[False] | None = None,
+        **edits: Any,
     ) -> Run:
-        """`run.fork(...)` with this workflow: see `Run.fork`."""
-        return run_sync(afork(self, run, at, changes=changes, store=store))
+        """`run.fork(...)` with this workflow: see `Run.fork` (`edits`: `reply`,
+        `tool_results`, `inject`)."""
+        return run_sync(afork(self, run, at, changes=changes, store=store, **edits))
+
+    def _continue(
+        self, run: Run, text: str, *, store: RunStore | Literal[False] | None = None
+    ) -> Run:
+        """`run.continue_with(...)` with this workflow: see `Run.continue_with`."""
+        return run_sync(acontinue(self, run, text, store=store))
 
     def map(
         self,
