@@ -169,3 +169,37 @@ def test_what_cannot_be_fingerprinted_is_never_reused_and_said_once(tmp_path: Pa
         warnings.simplefilter("ignore")
         again = wf.map(["q1", "q2"], store=store)
     assert sorted(r.output for r in again.runs) == ["c", "d"]
+
+
+def test_reused_runs_are_counted_as_they_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A progress bar over a re-run moves while stored runs load, not all at once at the end."""
+    counted: list[int] = []
+    seen_while_loading: list[int] = []
+
+    class WatchedStore(SqliteRunStore):
+        def load(self, run_id: str) -> Any:
+            seen_while_loading.append(len(counted))
+            return super().load(run_id)
+
+    store = WatchedStore(tmp_path / "runs.db")
+    wf = Workflow("w", [Agent("A", model=ScriptedModel(["x"] * 200))])
+    inputs = [f"q{i}" for i in range(150)]
+    wf.map(inputs, store=store, progress=False)
+    from thena_nb.experiments import _runner
+
+    bar_updates: list[int] = []
+
+    class Bar:
+        def update(self, n: int = 1) -> None:
+            bar_updates.append(n)
+            counted.append(n)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(_runner, "_progress_bar", lambda total, enabled, name: Bar())
+    again = wf.map(inputs, store=store, progress=True)
+    assert again.reused == 150 and sum(bar_updates) == 150
+    assert seen_while_loading[0] == 0 and max(seen_while_loading) >= 64  # counted meanwhile

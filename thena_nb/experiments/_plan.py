@@ -163,30 +163,36 @@ def unfingerprintable_reason(workflow: Workflow) -> str:
 
 
 async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
-    """Hand the runs the store already finished to `done`; return the jobs still to run."""
+    """Hand the runs the store already finished to `done`, a batch at a time as they are
+    loaded (so a progress bar counts them as they are found); return the jobs still to run."""
     if store is None or not jobs:
         return list(jobs)
-    wanted = [j.run_id for j in jobs if j.reusable]
-    found = await asyncio.to_thread(_load_finished, store, wanted) if wanted else {}
-    todo = []
-    for job in jobs:
-        run = found.get(job.run_id)
-        if run is None:
-            todo.append(job)
-        else:
-            done(job, run)
-    return todo
+    by_id = {job.run_id: job for job in jobs if job.reusable}
+    ready = await asyncio.to_thread(_finished_ids, store, set(by_id)) if by_id else []
+    reused: set[str] = set()
+    for start in range(0, len(ready), _LOAD_BATCH):
+        batch = ready[start : start + _LOAD_BATCH]
+        for run_id, run in (await asyncio.to_thread(_load_some, store, batch)).items():
+            done(by_id[run_id], run)
+            reused.add(run_id)
+    return [job for job in jobs if job.run_id not in reused]
 
 
-def _load_finished(store: Any, run_ids: list[str]) -> dict[str, Run]:
-    wanted = set(run_ids)
-    ready = [
+_LOAD_BATCH = 64
+"""Stored runs loaded per worker-thread hop while an experiment looks for finished runs."""
+
+
+def _finished_ids(store: Any, wanted: set[str]) -> list[str]:
+    return [
         row["run_id"]
         for row in store.list_runs()
         if row["run_id"] in wanted and row["status"] in _REUSABLE
     ]
+
+
+def _load_some(store: Any, run_ids: list[str]) -> dict[str, Run]:
     out: dict[str, Run] = {}
-    for run_id in ready:
+    for run_id in run_ids:
         try:
             out[run_id] = store.load(run_id)
         except StoreError:
