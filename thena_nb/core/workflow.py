@@ -303,7 +303,19 @@ def _is_step(step: Any) -> bool:
     )
 
 
+MAX_NESTING = 40
+"""How deeply `loop` and `parallel` blocks may nest. A run's report nests as deep as its
+steps, and a store must be able to read back every run it keeps: deeper definitions are
+refused up front rather than stored and found unreadable later."""
+
+
 def _check_step(wf: Workflow, step: Any, path: str) -> None:
+    if isinstance(step, (ParallelStep, LoopStep)) and path.count("/") > MAX_NESTING:
+        raise WorkflowDefinitionError(
+            f"{path[:60]}…: `loop` and `parallel` blocks nest more than {MAX_NESTING} deep; "
+            f"a run this deep could be stored but not read back. Flatten the workflow (a "
+            f"loop of a few steps, or a function step) instead"
+        )
     if isinstance(step, Agent):
         _check_agent(wf, step, path)
     elif isinstance(step, ParallelStep):
