@@ -228,3 +228,28 @@ def test_counts_of_one_are_singular() -> None:
     assert "1 tool call ·" not in page  # the last item has no separator after it
     assert "2 model calls · 1 tool call" in page
     assert "1 tool calls" not in page
+
+
+def test_a_ten_megabyte_tool_result_is_cut_for_display_with_show_all() -> None:
+    huge = "<b>" + "x" * 10_000_000
+
+    @tool
+    def dump() -> str:
+        """Dump everything."""
+        return huge
+
+    agent = Agent("A", model=ScriptedModel([reply.tool("dump"), "done"]), tools=[dump])
+    run = Workflow("w", [loop(steps=[agent], until=until_answered)]).run("go", store=False)
+    page = run.turns[0]._repr_html_()
+    assert len(page) < _html.SHOW_ALL_CHARS + 10_000
+    assert "show all (10,000,003 characters)" in page and "the record has it all" in page
+    assert "<b>" not in page.split("show all", 1)[0].split("<pre", 2)[-1]  # escaped
+    assert run.turns[0].tool_calls[0].result == huge  # the record keeps it all
+    assert len(run._repr_html_()) < 100_000
+
+
+def test_a_short_text_has_no_show_all() -> None:
+    assert "<details>" not in _html.long_text("short", "")
+    cut = _html.long_text("y" * (_html.SHOWN_CHARS + 1), "")
+    assert "<details><summary>show all (4,001 characters)</summary>" in cut
+    assert "the record has it all" not in cut

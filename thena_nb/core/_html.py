@@ -509,12 +509,11 @@ def _call_html(call: Any) -> str:
         parts.append(" " + _badge("ok"))
     elif call.ok is False:
         parts.append(" " + _badge("failed"))
-    parts.append(f"<pre style='{_PRE}'>{escape(arguments)}</pre>")
+    parts.append(long_text(arguments, _PRE))
     if call.error is not None:
-        color = _COLORS["failed"]
-        parts.append(f"<pre style='{_PRE};color:{color}'>{escape(call.error)}</pre>")
+        parts.append(long_text(call.error, f"{_PRE};color:{_COLORS['failed']}"))
     elif call.result is not None:
-        parts.append(f"<pre style='{_PRE};background:#f6f6f6'>{escape(call.result)}</pre>")
+        parts.append(long_text(call.result, f"{_PRE};background:#f6f6f6"))
     parts.append("</li>")
     return "".join(parts)
 
@@ -537,7 +536,30 @@ def _code(value: object) -> str:
 def _pre_or_none(text: str | None) -> str:
     if not text:
         return "<div style='color:#777'><i>(no text)</i></div>"
-    return f'<pre style="{_PRE}">{escape(text)}</pre>'
+    return long_text(text, _PRE)
+
+
+SHOWN_CHARS = 4_000
+"""Characters of a long text (a reply, a tool's result) a view shows at first."""
+SHOW_ALL_CHARS = 200_000
+"""Characters "show all" unfolds; the record keeps the whole text."""
+
+
+def long_text(text: str, style: str) -> str:
+    """`text` in a `<pre>`, escaped; a long one cut at `SHOWN_CHARS` with a "show all" that
+    unfolds up to `SHOW_ALL_CHARS`, so a 10 MB tool result never makes a 10 MB page."""
+    if len(text) <= SHOWN_CHARS:
+        return f'<pre style="{style}">{escape(text)}</pre>'
+    size = f"{len(text):,} characters"
+    rest = text[SHOWN_CHARS:SHOW_ALL_CHARS]
+    more = ""
+    if len(text) > SHOW_ALL_CHARS:
+        more = f"<div><i>… cut at {SHOW_ALL_CHARS:,} of {size}; the record has it all</i></div>"
+    return (
+        f'<pre style="{style};margin-bottom:0">{escape(text[:SHOWN_CHARS])}</pre>'
+        f"<details><summary>show all ({size})</summary>"
+        f'<pre style="{style};margin-top:0">{escape(rest)}</pre>{more}</details>'
+    )
 
 
 def _short(text: object, limit: int) -> str:
