@@ -7,11 +7,13 @@ stored turn that asks the same thing and finishes the run under its own id.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from thena_nb.core import _portals
 from thena_nb.core._replay import ForkReplay
 from thena_nb.core.changes import Changes, apply_changes
+from thena_nb.core.gates import Approver, Decision, WaitingReplay, resume_decisions
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
 from thena_nb.core.store.base import RunStore, resolve_store
@@ -44,19 +46,28 @@ async def afork(
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= len(run.turns):
         raise ValueError(f"`at` must be a turn index from 0 to {len(run.turns)}, got {at!r}")
     changed = apply_changes(workflow, changes)
-    session = Session(changed, run.input, replay=ForkReplay(run, at), recorder=resolve_store(store))
+    replay, recorder = ForkReplay(run, at), resolve_store(store)
+    session = Session(changed, run.input, replay=replay, recorder=recorder, at_gate="wait")
     fork = session.result
     fork.parent_run_id, fork.forked_at, fork._parent = run.run_id, at, run
     return await session.run()
 
 
-async def aresume(workflow: Workflow, run_id: str, *, store: RunStore | None = None) -> Run:
+async def aresume(
+    workflow: Workflow,
+    run_id: str,
+    *,
+    store: RunStore | None = None,
+    decisions: Mapping[str, Decision] | None = None,
+    approve: Approver | None = None,
+) -> Run:
     """Finish a stored run that stopped early (an error, a killed process), under its own id.
 
     The stored turns are replayed (no model call, no tool call) while the workflow asks the
     same things, and the rest runs live; the stored run is then the complete one. The
     store keeps the replayed turns as they first happened; in the returned `Run` they are
-    marked `replayed`.
+    marked `replayed`. A `"waiting"` run goes on from its waiting turn's stored reply, with
+    `decisions` (checked first) for its pending calls (core/gates.py).
 
     Raises:
         StoreError: The run is not in the store, or there is no store.
@@ -69,4 +80,19 @@ async def aresume(workflow: Workflow, run_id: str, *, store: RunStore | None = N
             f"run {run_id!r} was made by workflow {recorded.workflow_name!r}, not "
             f"{workflow.name!r}; resume it with that workflow"
         )
-    return await workflow.arun(recorded.input, replay=recorded, run_id=run_id, store=source)
+    given = resume_decisions(recorded, workflow, decisions, approve)
+    if recorded.status != "waiting":
+        return await workflow.arun(
+            recorded.input, replay=recorded, run_id=run_id, store=source, approve=approve
+        )
+    session = Session(
+        workflow,
+        recorded.input,
+        replay=WaitingReplay(recorded),
+        recorder=source,
+        run_id=run_id,
+        approve=approve,
+        at_gate="wait",
+    )
+    session._keeper.decided.update(given)
+    return await session.run()
