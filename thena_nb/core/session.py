@@ -120,7 +120,8 @@ class Session:
         """
         if self.done:
             return None
-        self._keeper.check_decided("step()")
+        if not self._control.stop_requested:
+            self._keeper.check_decided("step()")
         before = len(self.result.turns)
         self._mode = "step"
         self._allowed = 1
@@ -132,7 +133,8 @@ class Session:
     async def run(self) -> Run:
         """Run to the end or to the next breakpoint; returns `result` (`done` tells which)."""
         if not self.done:
-            self._keeper.check_decided("run()")
+            if not self._control.stop_requested:
+                self._keeper.check_decided("run()")
             self._mode = "run"
             self.breakpoint_hit = None
             # A running session pauses only after a breakpoint fires: until then the executor
