@@ -444,3 +444,16 @@ def test_with_no_gate_nothing_is_held_and_no_decision_is_recorded() -> None:
     assert shop([]).steps[0].steps[0]._gated is True
     run = wf.run("x", store=False)
     assert run.status == "finished" and run.turns[0].tool_calls[0].decision is None
+
+
+def test_a_resume_that_goes_live_before_the_waiting_turn_asks_again() -> None:
+    store = MemoryRunStore()
+    ran: Ran = []
+    wf = shop(ran)
+    run = wf.run("settle", store=store)
+    wf.steps[0].steps[0].system = "A changed prompt."  # the waiting turn's request differs
+    decisions = {i: Decision.approve() for i in ids_of(run.pending)}
+    again = wf.resume(run.run_id, store=store, decisions=decisions)
+    # The model was asked anew; its calls have the same ids but are not the decided ones.
+    assert again.replay_diverged_at == 0 and again.status == "waiting" and ran == []
+    assert ids_of(again.pending) == ids_of(run.pending)

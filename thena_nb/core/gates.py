@@ -238,18 +238,21 @@ async def hold(
 ) -> list[ToolCall]:
     """The turn's calls with every decision applied, before any tool runs.
 
-    A call decided ahead (a resume's `decisions`) or decided in the recording (a replay
-    that runs its tools again) is not asked again; the gated rest are asked together.
+    A call decided ahead (a resume's `decisions`, for the waiting turn it serves again) or
+    decided in the recording (a replay that runs its tools again) is not asked again; the
+    gated rest are asked together. A live turn takes no decision given ahead: when a resume
+    goes live before the waiting turn, its calls are new ones, and wait anew.
     """
     control = at.control
     keeper = control.gatekeeper or Gatekeeper()
     past = {c.id: c for c in recorded.tool_calls} if recorded is not None else {}
+    ahead_of = keeper.decided if recorded is not None else {}
     out = list(proposed)
     asked: list[int] = []
     for i, call in enumerate(proposed):
         if call.ok is not None:
             continue  # refused before it could run
-        ahead = keeper.decided.pop(call.id, None)
+        ahead = ahead_of.pop(call.id, None)
         earlier = past.get(call.id)
         if ahead is not None:
             out[i] = apply_decision(call, ahead)
