@@ -131,7 +131,8 @@ class Session:
         return turns[-1] if len(turns) > before else None
 
     async def run(self) -> Run:
-        """Run to the end or to the next breakpoint; returns `result` (`done` tells which)."""
+        """Run to the end, to the next breakpoint or to a tool gate (`pending`); returns
+        `result` (`done` tells which)."""
         if not self.done:
             if not self._control.stop_requested:
                 self._keeper.check_decided("run()")
