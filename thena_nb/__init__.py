@@ -18,6 +18,7 @@ from thena_nb.core.changes import grid
 from thena_nb.core.context import Context
 from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
 from thena_nb.core.events import Event
+from thena_nb.core.gates import Decision, GateError, PendingCall
 from thena_nb.core.history import keep_first_and_recent
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
@@ -66,13 +67,16 @@ __all__ = [
     "Budget",
     "Case",
     "Context",
+    "Decision",
     "Event",
+    "GateError",
     "LoopFailure",
     "LoopStep",
     "LoopStopReason",
     "Message",
     "ModelError",
     "ParallelStep",
+    "PendingCall",
     "ReportNode",
     "Run",
     "Session",

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from thena_nb.core import _portals
 from thena_nb.core._replay import ForkReplay
 from thena_nb.core.changes import Changes, apply_changes
+from thena_nb.core.gates import Approver, Decision, WaitingReplay, resume_decisions
 from thena_nb.core.model import Reply
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
@@ -64,7 +65,8 @@ async def afork(
         _check_top_level(run, at)
     changed = apply_changes(workflow, changes)
     source = ForkReplay(run, at, reply=new_reply, results=results, inject=messages)
-    session = Session(changed, run.input, replay=source, recorder=resolve_store(store))
+    recorder = resolve_store(store)
+    session = Session(changed, run.input, replay=source, recorder=recorder, at_gate="wait")
     fork = session.result
     fork.parent_run_id, fork.forked_at, fork._parent = run.run_id, at, run
     return await session.run()
@@ -168,7 +170,8 @@ async def acontinue(
         raise TypeError(f"`continue_with` takes the user's next message (a str), got {text!r}")
     target = resolve_store(store)
     recorder = _WithParentTurns(target) if target is not None else None
-    session = Session(workflow, text, state=_state_of(workflow, run), recorder=recorder)
+    state = _state_of(workflow, run)
+    session = Session(workflow, text, state=state, recorder=recorder, at_gate="wait")
     new = session.result
     new.parent_run_id, new.forked_at, new._parent = run.run_id, len(run.turns), run
     new.history[:0] = run.history
@@ -211,13 +214,21 @@ class _WithParentTurns:
         await self._inner.run_finished(run)
 
 
-async def aresume(workflow: Workflow, run_id: str, *, store: RunStore | None = None) -> Run:
+async def aresume(
+    workflow: Workflow,
+    run_id: str,
+    *,
+    store: RunStore | None = None,
+    decisions: Mapping[str, Decision] | None = None,
+    approve: Approver | None = None,
+) -> Run:
     """Finish a stored run that stopped early (an error, a killed process), under its own id.
 
     The stored turns are replayed (no model call, no tool call) while the workflow asks the
     same things, and the rest runs live; the stored run is then the complete one. The
     store keeps the replayed turns as they first happened; in the returned `Run` they are
-    marked `replayed`.
+    marked `replayed`. A `"waiting"` run goes on from its waiting turn's stored reply, with
+    `decisions` (checked first) for its pending calls (core/gates.py).
 
     Raises:
         StoreError: The run is not in the store, or there is no store.
@@ -230,4 +241,19 @@ async def aresume(workflow: Workflow, run_id: str, *, store: RunStore | None = N
             f"run {run_id!r} was made by workflow {recorded.workflow_name!r}, not "
             f"{workflow.name!r}; resume it with that workflow"
         )
-    return await workflow.arun(recorded.input, replay=recorded, run_id=run_id, store=source)
+    given = resume_decisions(recorded, workflow, decisions, approve)
+    if recorded.status != "waiting":
+        return await workflow.arun(
+            recorded.input, replay=recorded, run_id=run_id, store=source, approve=approve
+        )
+    session = Session(
+        workflow,
+        recorded.input,
+        replay=WaitingReplay(recorded),
+        recorder=source,
+        run_id=run_id,
+        approve=approve,
+        at_gate="wait",
+    )
+    session._keeper.decided.update(given)
+    return await session.run()

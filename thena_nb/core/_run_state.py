@@ -17,9 +17,10 @@ from thena_nb.core._replay import HistoryHasher, Replay
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event
 from thena_nb.core.store.base import RunRecorder, TurnRecord
-from thena_nb.core.types import Budget, Message, RetryPolicy, Turn
+from thena_nb.core.types import Budget, Message, RetryPolicy, ToolCall, Turn
 
 if TYPE_CHECKING:
+    from thena_nb.core.gates import Gatekeeper
     from thena_nb.core.report import ReportNode
     from thena_nb.core.run import Run
     from thena_nb.core.steps import LoopStep
@@ -71,6 +72,8 @@ class RunControl:
     __slots__ = (
         "budget",
         "checkpoint",
+        "gatekeeper",
+        "gates",
         "kept",
         "on_turn",
         "pause_before_tools",
@@ -102,6 +105,10 @@ class RunControl:
         self.stop_requested = False
         self.subscribers: list[Callable[[Event], Any]] = []
         self.on_turn: list[Callable[[Turn], Any]] = []
+        self.gates: list[Callable[[ToolCall], Any]] = []
+        """The session's own gate predicates (`session.gates`), beside the tools' gates."""
+        self.gatekeeper: Gatekeeper | None = None
+        """How gated calls are decided (core/gates.py); `None`: the run waits."""
         # A resume replays a stored run under its own id: the turns it reuses unchanged are
         # stored already. The first turn that differs makes the stored ones from there stale.
         resuming = replay is not None and replay.recorded.run_id == run.run_id

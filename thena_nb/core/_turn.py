@@ -10,7 +10,8 @@ turn runs and the order SEMANTICS states the rules:
 - `model`: the call with the executor's retries (S25), or the recorded reply on replay.
 - `calls`: the native calls, or those rescued from the text (S21); ids assigned once; the
   model's reasoning kept apart from its answer.
-- `tools`: the second pause point, before any tool of the turn runs; then the calls.
+- `tools`: tool gates (`decided`, only when a gate is configured); the second pause point,
+  before any tool of the turn runs; then the calls.
 - `record`: the `Turn`, recorded (and persisted) before the next turn starts (S28); then
   `on_fail` for each failed call (S11) and the `fails` check (S10).
 """
@@ -30,6 +31,7 @@ from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core.agent import Agent
 from thena_nb.core.errors import TransientModelError
 from thena_nb.core.events import event
+from thena_nb.core.gates import Waiting, hold, proposed_call
 from thena_nb.core.model import Model, ModelRequest, Reply
 from thena_nb.core.report import ReportNode
 from thena_nb.core.tools import error_observation, run_tool_call
@@ -64,6 +66,9 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     history = at.scope.history
     first = len(history)
     reply, proposed = calls(agent, reply, key, history, recorded)
+    if proposed and (agent._gated or control.gates):
+        timing = (started_at, time.perf_counter() - t0, attempts)
+        proposed = await decided(agent, at, node.path, key, recorded, reply, proposed, timing)
     done = await tools(agent, at, proposed, recorded)
     control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
     if recorded is not None and control.replay is not None:
@@ -250,12 +255,38 @@ def _as_proposed(agent: Agent, call: ToolCall) -> ToolCall:
     tool = agent._by_name.get(call.name)
     if call.source == "rescued" and tool is not None and not tool.rescue:
         return call  # refused before it could run
-    return finished(
-        call, ok=None, result=None, error=None, retries=0, decision=None, traceback=None
-    )  # what was decided about it comes with its result (a fork's `decision="respond"`)
+    if call.decision is not None:
+        return proposed_call(call)  # the model's own arguments, without the decision
+    # What was decided about it comes with its result (a fork's `decision="respond"`).
+    return finished(call, ok=None, result=None, error=None, retries=0, traceback=None)
 
 
 # -- tools -----------------------------------------------------------------------------------
+
+
+async def decided(
+    agent: Agent,
+    at: Position,
+    path: str,
+    key: str,
+    recorded: Turn | None,
+    reply: Reply,
+    proposed: list[ToolCall],
+    timing: tuple[datetime, float, int],
+) -> list[ToolCall]:
+    """The calls with the tool gates' decisions applied (core/gates.py), when some gate may
+    hold a call and the tools run live; a recorded turn's outcomes carry their decisions.
+
+    A run that waits for decisions keeps the waiting turn (its reply and calls) for resume.
+    """
+    replay = at.control.replay
+    if recorded is not None and replay is not None and not replay.rerun_tools:
+        return proposed
+    try:
+        return await hold(agent, at, path, proposed, recorded)
+    except Waiting as wait:
+        wait.turn = _turn(agent, at, path, key, recorded, reply, proposed, timing)
+        raise
 
 
 async def tools(

@@ -74,6 +74,8 @@ class Agent:
         self.parallel_tools = parallel_tools
         self._by_name = {t.name: t for t in self.tools}
         self._specs: list[ToolSpec] = [t.spec for t in self.tools]
+        self._gated = any(t.gate for t in self.tools)
+        """Some tool holds calls for a decision (core/gates.py); else the turn skips gates."""
         self._key: str | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:

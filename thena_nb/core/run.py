@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from thena_nb.core import _portals
 from thena_nb.core.diff import RunDiff
+from thena_nb.core.gates import PendingCall, pending_from_json, pending_json
 from thena_nb.core.report import ReportNode
 from thena_nb.core.types import LoopStopReason, Message, RunStatus, Turn, TurnInfo, Usage
 from thena_nb.core.what_if import WhatIf, what_if
@@ -104,6 +105,11 @@ class Run:
         resume restore it."""
         self.workflow: Any = None
         """The `Workflow` that made this run (not serialised)."""
+        self.pending: list[PendingCall] = []
+        """A waiting run's gated calls, each waiting for a `Decision` (see `wf.resume`)."""
+        self.pending_turn: Turn | None = None
+        """A waiting run's waiting turn: its model reply and its calls as the model made them
+        (not yet in `turns`); resume goes on from it without calling the model again."""
 
     @property
     def turn_infos(self) -> list[TurnInfo]:
@@ -305,6 +311,7 @@ class Run:
             "output": self.output if jsonable(self.output) else repr(self.output),
             "state": json_state(self.state),
             "replay_diverged_at": self.replay_diverged_at,
+            "pending": pending_json(self),
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
@@ -329,6 +336,7 @@ class Run:
             "parent_run_id": self.parent_run_id,
             "forked_at": self.forked_at,
             "states": {str(k): v for k, v in self.states.items()},
+            "pending": ending["pending"],
         }
         return json.dumps(data, indent=indent, ensure_ascii=False)
 
@@ -354,6 +362,7 @@ class Run:
         run.parent_run_id = data.get("parent_run_id")
         run.forked_at = data.get("forked_at")
         run.states = {int(k): v for k, v in (data.get("states") or {}).items()}
+        run.pending, run.pending_turn = pending_from_json(data.get("pending"))
         return run
 
     def _repr_html_(self) -> str:

@@ -15,9 +15,10 @@ from thena_nb.core._run_state import PausePoint, Position, RunControl, Scope
 from thena_nb.core._signals import Halt, LoopBreak
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event, event
+from thena_nb.core.gates import Approver, Decision, Gatekeeper, PendingCall, Waiting
 from thena_nb.core.run import Run, _current_run
 from thena_nb.core.store.base import RunRecorder
-from thena_nb.core.types import LoopStopReason, Turn
+from thena_nb.core.types import LoopStopReason, ToolCall, Turn
 
 if TYPE_CHECKING:
     from thena_nb.core.workflow import Workflow
@@ -70,6 +71,8 @@ class Session:
         replay: Replay | None = None,
         recorder: RunRecorder | None = None,
         run_id: str | None = None,
+        approve: Approver | None = None,
+        at_gate: Literal["pause", "wait"] = "pause",
     ) -> None:
         self.workflow = workflow
         if state is None and workflow.state is not None:
@@ -89,6 +92,11 @@ class Session:
             recorder=recorder,
         )
         self._control.on_turn.append(self._after_turn)
+        self.gates: list[Callable[[ToolCall], Any]] = self._control.gates
+        """Predicates `fn(call) -> bool` that hold calls for a decision, beside the tools'
+        own gates, e.g. `session.gates.append(lambda call: True)` for every call."""
+        self._keeper = Gatekeeper(approve, self._hold_at_gate if at_gate == "pause" else None)
+        self._control.gatekeeper = self._keeper
         self._mode: Literal["step", "run"] = "step"
         self._allowed = 0
         self._break_hit: Turn | None = None
@@ -97,7 +105,8 @@ class Session:
         self._top: Position | None = None
         self.paused_at: PausePoint | None = None
         """Where the session waits: `"model"` (before a model call), `"tools"` (before a
-        turn's tools, with `pause_before_tools`), or `None` when it is not paused."""
+        turn's tools, with `pause_before_tools` or for a tool gate), or `None` when it is not
+        paused."""
         self.breakpoint_hit: Turn | None = None
         """The turn whose breakpoint paused the last `run()`, or `None`."""
 
@@ -111,6 +120,8 @@ class Session:
         """
         if self.done:
             return None
+        if not self._control.stop_requested:
+            self._keeper.check_decided("step()")
         before = len(self.result.turns)
         self._mode = "step"
         self._allowed = 1
@@ -120,8 +131,11 @@ class Session:
         return turns[-1] if len(turns) > before else None
 
     async def run(self) -> Run:
-        """Run to the end or to the next breakpoint; returns `result` (`done` tells which)."""
+        """Run to the end, to the next breakpoint or to a tool gate (`pending`); returns
+        `result` (`done` tells which)."""
         if not self.done:
+            if not self._control.stop_requested:
+                self._keeper.check_decided("run()")
             self._mode = "run"
             self.breakpoint_hit = None
             # A running session pauses only after a breakpoint fires: until then the executor
@@ -144,6 +158,44 @@ class Session:
             self._mark_open_loops("stop")
             self.result.status = "stopped"
             self._resume.set_result(None)
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The gated calls the session waits on, not decided yet (see `decide`).
+
+        When a tool gate holds calls, the session pauses after the turn's model call and
+        before any of its tools (`paused_at == "tools"`), also inside `run()`; `step()` and
+        `run()` raise `GateError` until every pending call is decided.
+
+        Example:
+            >>> import asyncio
+            >>> from thena_nb import Agent, Decision, Workflow, tool
+            >>> from thena_nb.models import ScriptedModel, reply
+            >>> pay = tool(lambda amount: f"paid {amount}", name="pay", gate=True)
+            >>> model = ScriptedModel([reply.tool("pay", amount=500), "Done."])
+            >>> wf = Workflow("pay", [Agent("A", model=model, tools=[pay])])
+            >>> async def walk():
+            ...     s = wf.session("pay 500", store=False)
+            ...     await s.step()  # the model call; the gate holds the call
+            ...     held = s.pending[0].call
+            ...     s.decide(held.id, Decision.edit({"amount": 50}))
+            ...     turn = await s.step()
+            ...     return held.arguments, turn.tool_calls[0].result, turn.tool_calls[0].decision
+            >>> asyncio.run(walk())
+            ({'amount': 500}, 'paid 50', 'edit')
+        """
+        return list(self._keeper.pending)
+
+    def decide(self, call_id: str, decision: Decision) -> None:
+        """Decide a pending call: `Decision.approve()`, `.edit(arguments)`, `.reject(reason)`
+        or `.respond(result)`.
+
+        Raises:
+            GateError: No pending call has this id, or an edit does not fit the tool's
+                schema (the call stays pending).
+            TypeError: `decision` is not a `Decision`.
+        """
+        self._keeper.decide(call_id, decision)
 
     def subscribe(self, fn: Callable[[Event], Any]) -> Callable[[], None]:
         """Call `fn(event)` for every `Event` as it happens; returns an unsubscribe function."""
@@ -243,6 +295,20 @@ class Session:
                 self._resume = None
                 self.paused_at = None
 
+    async def _hold_at_gate(self) -> None:
+        """Pause before the turn's tools until the pending calls are decided (core/gates.py):
+        `step()` and `run()` refuse to go on before that."""
+        self._resume = asyncio.get_running_loop().create_future()
+        self.paused_at = "tools"
+        self._wake()
+        try:
+            await self._resume
+        finally:
+            self._resume = None
+            self.paused_at = None
+        if self._mode == "step" and self._allowed > 0 and not self._control.pause_before_tools:
+            self._allowed -= 1  # this step() finishes the turn (else the tools pause takes it)
+
     def _after_turn(self, turn: Turn) -> None:
         control = self._control
         if control.subscribers:
@@ -265,6 +331,9 @@ class Session:
             if recorder is not None:
                 await recorder.run_started(run)
             await run_steps(self.workflow.steps, top, run.report)
+        except Waiting as wait:
+            status = "waiting"
+            run.pending, run.pending_turn = wait.pending, wait.turn
         except Halt as halt:
             status = "stopped" if halt.reason == "stop" else "budget"
             run.error = halt.detail or None

@@ -16,6 +16,7 @@ from thena_nb.core._replay import Replay
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
 from thena_nb.core.errors import WorkflowDefinitionError
+from thena_nb.core.gates import Approver, Decision
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
@@ -94,6 +95,8 @@ class Workflow:
         live_from: int | None = None,
         run_id: str | None = None,
         store: RunRecorder | Literal[False] | None = None,
+        approve: Approver | None = None,
+        at_gate: Literal["pause", "wait"] = "pause",
     ) -> Session:
         """A `Session` paused before the first turn; `await s.step()` or `await s.run()`.
 
@@ -106,11 +109,23 @@ class Workflow:
             store: Where each turn is persisted as it finishes: a run store, `False` for
                 none, or `None` for the default store (`THENA_NB_STORE`, or a file under the
                 user's data directory).
+            approve: `fn(pending_call) -> Decision` (sync or async) decides every call a
+                tool gate holds (see `thena_nb.Decision`).
+            at_gate: Without `approve`, what a gate does: `"pause"` the session before the
+                turn's tools (decide with `session.decide`), or `"wait"`: end the run with
+                status `"waiting"` (go on with `wf.resume(run_id, decisions=...)`).
         """
         source = Replay(replay, live_from=live_from) if replay is not None else None
         recorder = resolve_store(store)
         return Session(
-            self, _text(input), state=state, replay=source, recorder=recorder, run_id=run_id
+            self,
+            _text(input),
+            state=state,
+            replay=source,
+            recorder=recorder,
+            run_id=run_id,
+            approve=approve,
+            at_gate=at_gate,
         )
 
     async def arun(
@@ -122,6 +137,7 @@ class Workflow:
         live_from: int | None = None,
         run_id: str | None = None,
         store: RunRecorder | Literal[False] | None = None,
+        approve: Approver | None = None,
     ) -> Run:
         """Run to the end and return the `Run`; the async form of `run`.
 
@@ -131,7 +147,14 @@ class Workflow:
                 partial run (status `"failed"`).
         """
         s = self.session(
-            input, state=state, replay=replay, live_from=live_from, run_id=run_id, store=store
+            input,
+            state=state,
+            replay=replay,
+            live_from=live_from,
+            run_id=run_id,
+            store=store,
+            approve=approve,
+            at_gate="wait",
         )
         try:
             return await s.run()
@@ -152,11 +175,36 @@ class Workflow:
         live_from: int | None = None,
         run_id: str | None = None,
         store: RunRecorder | Literal[False] | None = None,
+        approve: Approver | None = None,
     ) -> Run:
         """Run to the end and return the `Run` (sync; also works inside Jupyter).
 
         With `replay=run`, recorded turns are reused (no model or tool call) while the new
         run asks the same things; `run.replay_diverged_at` tells where it went live.
+
+        A tool gate (`@tool(gate=...)`) asks `approve(pending_call)` for a `Decision`; with
+        no `approve`, the run ends at the gate with status `"waiting"` and `run.pending`,
+        and `wf.resume(run.run_id, decisions={call_id: Decision...})` goes on.
+
+        Example:
+            >>> from thena_nb import Agent, Decision, Workflow, loop, tool, until_answered
+            >>> from thena_nb.models import FunctionModel, reply
+            >>> from thena_nb.store import MemoryRunStore
+            >>> pay = tool(lambda amount: f"paid {amount}", name="pay",
+            ...            gate=lambda call: call.arguments["amount"] > 100)
+            >>> def clerk(request):  # pays 500, then answers once a tool result is back
+            ...     answered = request.messages[-1].role == "tool"
+            ...     return "Done." if answered else reply.tool("pay", amount=500)
+            >>> agent = Agent("A", model=FunctionModel(clerk), tools=[pay])
+            >>> wf = Workflow("pay", [loop(steps=[agent], until=until_answered)])
+            >>> store = MemoryRunStore()
+            >>> run = wf.run("pay 500", store=store)
+            >>> run.status, [p.call.arguments for p in run.pending]
+            ('waiting', [{'amount': 500}])
+            >>> done = wf.resume(run.run_id, store=store,
+            ...                  decisions={run.pending[0].call.id: Decision.reject("too much")})
+            >>> done.status, done.turns[0].tool_calls[0].error, done.output
+            ('finished', "Error: tool 'pay' was not run: too much", 'Done.')
         """
         return run_sync(
             self.arun(
@@ -166,10 +214,18 @@ class Workflow:
                 live_from=live_from,
                 run_id=run_id,
                 store=store,
+                approve=approve,
             )
         )
 
-    def resume(self, run_id: str, *, store: RunStore | None = None) -> Run:
+    def resume(
+        self,
+        run_id: str,
+        *,
+        store: RunStore | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        approve: Approver | None = None,
+    ) -> Run:
         """Resume a stored run from its last finished turn.
 
         Finished turns are reused (no model call, no tool call); the rest runs live, under
@@ -180,16 +236,29 @@ class Workflow:
             run_id: The stored run's id.
             store: The store holding the run, where the resumed run is kept too; the
                 default store when not given.
+            decisions: For a `"waiting"` run: a `Decision` for each of `run.pending`, by
+                call id. The waiting turn's model reply is reused and its tools run with
+                these decisions.
+            approve: `fn(pending_call) -> Decision` for gated calls without a decision.
 
         Raises:
             StoreError: The run is not in the store, or there is no store.
             ValueError: The run was made by another workflow.
+            GateError: A decision names no pending call, a pending call has no decision,
+                an edit does not fit its tool, or `decisions` for a run that is not waiting.
         """
-        return run_sync(aresume(self, run_id, store=store))
+        return run_sync(aresume(self, run_id, store=store, decisions=decisions, approve=approve))
 
-    async def aresume(self, run_id: str, *, store: RunStore | None = None) -> Run:
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        store: RunStore | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        approve: Approver | None = None,
+    ) -> Run:
         """The async form of `resume`."""
-        return await aresume(self, run_id, store=store)
+        return await aresume(self, run_id, store=store, decisions=decisions, approve=approve)
 
     def _fork(
         self,

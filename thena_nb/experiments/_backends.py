@@ -34,7 +34,10 @@ async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gates, *, sto
 
 async def _run_live(workflow: Workflow, job: Job, store: Any) -> Run:
     """One run in this process; cancelling it cancels the session's own task too."""
-    s = workflow.session(job.input, run_id=job.run_id, store=False if store is None else store)
+    # A tool gate ends the run as `"waiting"` (a row status), to resume by its id later.
+    s = workflow.session(
+        job.input, run_id=job.run_id, store=False if store is None else store, at_gate="wait"
+    )
     try:
         return await _finish_run(s.run())
     except asyncio.CancelledError:

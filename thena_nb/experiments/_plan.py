@@ -25,8 +25,9 @@ Backend = Literal["local", "ray"]
 BASE_VARIANT = "base"
 """The variant name of an experiment run without `variants`."""
 
-_REUSABLE = ("finished", "budget", "stopped")
-"""Statuses of stored runs that a re-run takes as they are; failed runs run again."""
+_REUSABLE = ("finished", "budget", "stopped", "waiting")
+"""Statuses of stored runs that a re-run takes as they are; failed runs run again. A waiting
+run is kept as it is too: `wf.resume(run_id, decisions=...)` finishes it under its id."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -411,13 +411,14 @@ _COMPARE_COLUMNS = (
 def _run_row(input: str, variant: str, run: Run) -> dict[str, Any]:
     calls = [c for t in run.turns for c in t.tool_calls]
     reasons = [n.stop_reason for n in run.loops]
+    open_loop = "waiting" if run.status == "waiting" else "error"  # no stop reason yet
     wall = (run.finished_at - run.started_at).total_seconds() if run.finished_at else None
     return {
         "input": input,
         "variant": variant,
         "status": run.status,
         "error": run.error if run.status == "failed" else None,
-        "stop_reasons": ",".join(r or "error" for r in reasons) if reasons else None,
+        "stop_reasons": ",".join(r or open_loop for r in reasons) if reasons else None,
         "turns": len(run.turns),
         "tool_calls": len(calls),
         "rescued": sum(c.source == "rescued" for c in calls) / len(calls) if calls else None,

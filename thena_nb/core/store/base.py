@@ -23,10 +23,10 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
 from thena_nb.core import _portals
+from thena_nb.core.gates import pending_from_json, proposed_call
 from thena_nb.core.report import ReportNode, ReportNodeKind
 from thena_nb.core.run import Run
 from thena_nb.core.types import Message, ToolCall, Turn, Usage
-from thena_nb.core.types import finished as finished_call
 
 __all__ = [
     "STORE_FORMAT",
@@ -160,6 +160,7 @@ def rebuild_run(
     run.replay_diverged_at = header.get("replay_diverged_at")
     run.parent_run_id = header.get("parent_run_id")
     run.forked_at = header.get("forked_at")
+    run.pending, run.pending_turn = pending_from_json(header.get("pending"))
     turns = [r.turn for r in records]
     run.turns = turns
     run.states = {r.turn.index: r.state for r in records if r.state is not None}
@@ -210,7 +211,7 @@ def messages_of(turn: Turn) -> list[Message]:
     one tool message per call in call order. (A rescued call refused before it could run
     looks like any other failed call here.)
     """
-    calls = [finished_call(c, ok=None, result=None, error=None, retries=0) for c in turn.tool_calls]
+    calls = [proposed_call(c) for c in turn.tool_calls]
     out = [
         Message(role="assistant", content=turn.info.response, agent=turn.agent, tool_calls=calls)
     ]

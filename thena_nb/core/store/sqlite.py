@@ -66,7 +66,8 @@ _SCHEMA = (
         report TEXT,
         replay_diverged_at INTEGER,
         parent_run_id TEXT,
-        forked_at INTEGER
+        forked_at INTEGER,
+        pending TEXT
     )""",
     """CREATE TABLE IF NOT EXISTS thena_turns (
         run_id TEXT NOT NULL,
@@ -82,7 +83,7 @@ _SCHEMA = (
     )""",
 )
 
-_JSON_COLUMNS = ("usage", "stop_reasons", "output", "state")
+_JSON_COLUMNS = ("usage", "stop_reasons", "output", "state", "pending")
 _HEADER_COLUMNS = (
     "run_id",
     "format",
@@ -99,7 +100,7 @@ _HEADER_COLUMNS = (
     "history",
     "report",
 )
-_ADDED_COLUMNS = (("parent_run_id", "TEXT"), ("forked_at", "INTEGER"))
+_ADDED_COLUMNS = (("parent_run_id", "TEXT"), ("forked_at", "INTEGER"), ("pending", "TEXT"))
 """Columns newer than the first files: added to an older file when it is opened."""
 
 
@@ -291,6 +292,7 @@ class SqliteRunStore:
                 "format = excluded.format, workflow = excluded.workflow, "
                 "input = excluded.input, status = excluded.status, finished_at = NULL, "
                 "error = NULL, usage = NULL, stop_reasons = NULL, output = NULL, state = NULL, "
+                "pending = NULL, "
                 "history = NULL, report = NULL, replay_diverged_at = NULL, "
                 "parent_run_id = excluded.parent_run_id, forked_at = excluded.forked_at",
                 _header_values(header),
@@ -340,7 +342,7 @@ class SqliteRunStore:
             )
             conn.execute(
                 "UPDATE thena_runs SET status = ?, finished_at = ?, error = ?, usage = ?, "
-                "stop_reasons = ?, output = ?, state = ?, history = ?, report = ?, "
+                "stop_reasons = ?, output = ?, state = ?, pending = ?, history = ?, report = ?, "
                 "replay_diverged_at = ? WHERE run_id = ?",
                 (
                     final["status"],
