@@ -20,6 +20,7 @@ from thena_nb.core.store.base import RunRecorder, TurnRecord
 from thena_nb.core.types import Budget, Message, RetryPolicy, Turn
 
 if TYPE_CHECKING:
+    from thena_nb.core._tool_sources import RunTools
     from thena_nb.core.report import ReportNode
     from thena_nb.core.run import Run
     from thena_nb.core.steps import LoopStep
@@ -80,6 +81,7 @@ class RunControl:
         "run",
         "stop_requested",
         "subscribers",
+        "tool_sources",
     )
 
     def __init__(
@@ -102,6 +104,8 @@ class RunControl:
         self.stop_requested = False
         self.subscribers: list[Callable[[Event], Any]] = []
         self.on_turn: list[Callable[[Turn], Any]] = []
+        self.tool_sources: RunTools | None = None
+        """The tool sources the run has opened (`core/_tool_sources.py`), once one is."""
         # A resume replays a stored run under its own id: the turns it reuses unchanged are
         # stored already. The first turn that differs makes the stored ones from there stale.
         resuming = replay is not None and replay.recorded.run_id == run.run_id
