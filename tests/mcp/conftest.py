@@ -1,27 +1,11 @@
-"""MCP servers from the dev extra, run over stdio with this interpreter."""
+"""Fixtures of the MCP tests: a temporary git repository for `mcp-server-git`."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-import psutil
 import pytest
-
-TIME_ARGS = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
-
-
-def server_processes(module: str) -> list[psutil.Process]:
-    """This process's children running `python -m module`."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if module in child.cmdline():
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
 
 
 @pytest.fixture
@@ -41,8 +25,3 @@ def git_repo(tmp_path: Path) -> Path:
     git("commit", "-q", "-m", "First notes")
     (repo / "notes.txt").write_text("first\nsecond\n")
     return repo
-
-
-@pytest.fixture
-def python() -> str:
-    return sys.executable

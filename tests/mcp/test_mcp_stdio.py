@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TIME_ARGS, server_processes
+from mcp_processes import TIME_ARGS, server_processes
 
 from thena_nb import Agent, Workflow, loop, mcp, until_answered
 from thena_nb.core.model import ModelRequest
