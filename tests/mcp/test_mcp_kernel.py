@@ -37,12 +37,31 @@ print(run.status, call.ok, type(sys.stderr).__name__)
 print(call.result)
 """
 
+STUBBORN = """
+import time
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("stubborn")
+
+
+@server.tool()
+def ping() -> str:
+    \"\"\"Answer pong.\"\"\"
+    return "pong"
+
+
+server.run()  # stdio, until its stdin closes
+time.sleep(600)  # then it lingers: only a client that ends it makes it go
+"""
+
 PAUSE = """
 import psutil
-session = clock_workflow().session("time?", store=False)
+model = ScriptedModel([reply.tool("ping"), "pong"])
+agent = Agent("Pinger", model=model, tools=[mcp.stdio(sys.executable, [{script!r}])])
+session = Workflow("ping", [loop(steps=[agent], until=until_answered)]).session("go", store=False)
 await session.step()
 servers = [p.pid for p in psutil.Process().children(recursive=True)
-           if "mcp_server_time" in p.cmdline()]
+           if {script!r} in p.cmdline()]
 print(session.paused, servers)
 """
 
@@ -94,19 +113,26 @@ def test_a_kernel_cell_runs_an_agent_with_a_stdio_mcp_server(
 
 
 def test_a_paused_sessions_server_is_closed_when_the_kernel_shuts_down(
-    kernel: tuple[KernelManager, BlockingKernelClient],
+    kernel: tuple[KernelManager, BlockingKernelClient], tmp_path: Path
 ) -> None:
+    """The server outlives the end of its stdin, so only the close at exit can end it."""
     manager, client = kernel
+    script = tmp_path / "stubborn_server.py"
+    script.write_text(STUBBORN)
     execute(client, SETUP)
-    stdout, _ = execute(client, PAUSE)
+    stdout, _ = execute(client, PAUSE.format(script=str(script)))
     paused, pids = stdout.strip().split(" ", 1)
     servers = [psutil.Process(int(pid)) for pid in pids.strip("[]").split(",")]
     assert paused == "True" and len(servers) == 1 and servers[0].is_running()
-    manager.shutdown_kernel(now=False)  # a shutdown request, as Jupyter sends it
-    deadline = time.monotonic() + 30
-    while _alive(servers[0]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(servers[0])
+    try:
+        manager.shutdown_kernel(now=False)  # a shutdown request, as Jupyter sends it
+        deadline = time.monotonic() + 60
+        while _alive(servers[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(servers[0])
+    finally:
+        if _alive(servers[0]):
+            servers[0].kill()
 
 
 def _alive(process: psutil.Process) -> bool:
