@@ -20,6 +20,7 @@ from thena_nb.core.store.base import RunRecorder, TurnRecord
 from thena_nb.core.types import Budget, Message, RetryPolicy, ToolCall, Turn
 
 if TYPE_CHECKING:
+    from thena_nb.core._tool_sources import RunTools
     from thena_nb.core.gates import Gatekeeper
     from thena_nb.core.report import ReportNode
     from thena_nb.core.run import Run
@@ -83,6 +84,7 @@ class RunControl:
         "run",
         "stop_requested",
         "subscribers",
+        "tool_sources",
     )
 
     def __init__(
@@ -109,6 +111,8 @@ class RunControl:
         """The session's own gate predicates (`session.gates`), beside the tools' gates."""
         self.gatekeeper: Gatekeeper | None = None
         """How gated calls are decided (core/gates.py); `None`: the run waits."""
+        self.tool_sources: RunTools | None = None
+        """The tool sources the run has opened (`core/_tool_sources.py`), once one is."""
         # A resume replays a stored run under its own id: the turns it reuses unchanged are
         # stored already. The first turn that differs makes the stored ones from there stale.
         resuming = replay is not None and replay.recorded.run_id == run.run_id

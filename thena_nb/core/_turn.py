@@ -28,6 +28,7 @@ from typing import Any
 from thena_nb.core import _portals
 from thena_nb.core._run_state import LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
+from thena_nb.core._tool_sources import for_turn
 from thena_nb.core.agent import Agent
 from thena_nb.core.errors import TransientModelError
 from thena_nb.core.events import event
@@ -56,6 +57,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
         await control.checkpoint("model")  # the gate opens with the session's pause point
     gate(control)
     key, recorded = request(agent, at, node.path)
+    if agent.sources:
+        agent = await for_turn(agent, control, recorded)  # opened once per run
     started_at, t0 = datetime.now(UTC), time.perf_counter()
     try:
         reply, attempts = await model(agent, at, node.path, recorded)

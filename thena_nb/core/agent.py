@@ -9,7 +9,7 @@ from typing import Any
 from thena_nb.core._replay import blake
 from thena_nb.core.history import HistoryProcessor
 from thena_nb.core.model import Model, ToolSpec
-from thena_nb.core.tools import Tool, tool
+from thena_nb.core.tools import Tool, ToolSource, tool
 
 __all__ = ["Agent"]
 
@@ -21,7 +21,9 @@ class Agent:
         name: Unique within its workflow; used in step paths and to attribute its messages.
         model: Any `Model` (`ScriptedModel`, `AnthropicModel`, ...).
         system: The system prompt.
-        tools: `@tool` functions (plain functions are wrapped with `@tool`).
+        tools: `@tool` functions (plain functions are wrapped with `@tool`), and tool sources
+            (`thena_nb.mcp.stdio(...)`, any `ToolSource`), whose tools are listed once per run
+            when the agent's first live model call needs them and come after its own tools.
         output_field: Also write the turn's text to this field of the workflow state.
         rescue: Look for tool calls written as text when the model made no native call.
         max_tokens: The model's output limit per turn.
@@ -50,7 +52,7 @@ class Agent:
         *,
         model: Model,
         system: str = "",
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
         output_field: str | None = None,
         rescue: bool = True,
         max_tokens: int = 1024,
@@ -62,7 +64,15 @@ class Agent:
         self.name = name
         self.model = model
         self.system = system
-        self.tools: list[Tool] = [t if isinstance(t, Tool) else tool(t) for t in tools]
+        self.tools: list[Tool] = []
+        self.sources: list[ToolSource] = []
+        for t in tools:
+            if isinstance(t, Tool):
+                self.tools.append(t)
+            elif isinstance(t, ToolSource):
+                self.sources.append(t)
+            else:
+                self.tools.append(tool(t))
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -86,7 +96,8 @@ class Agent:
     @property
     def key(self) -> str:
         """A fingerprint of what the agent sends besides the history: its name, model name,
-        system prompt, output limit, tools and history processor (part of each request key).
+        system prompt, output limit, tools (a tool source by its `key`, not by its tools) and
+        history processor (part of each request key).
         """
         if self._key is None:
             h = blake()
@@ -96,6 +107,8 @@ class Agent:
             h.update(repr(self.max_tokens).encode())
             for spec in self._specs:
                 h.update(spec.model_dump_json().encode())
+            for source in self.sources:  # what a source's tools will be, before it is opened
+                h.update(f"source {source.key}".encode())
             h.update(repr(getattr(self.history, "__name__", self.history)).encode())
             self._key = h.hexdigest()
         return self._key
@@ -113,7 +126,7 @@ class Agent:
         fields = dict(
             model=self.model,
             system=self.system,
-            tools=self.tools,
+            tools=[*self.tools, *self.sources],
             output_field=self.output_field,
             rescue=self.rescue,
             max_tokens=self.max_tokens,
@@ -138,4 +151,6 @@ class Agent:
         ]
         if self.tools:
             parts.append(f"tools={[t.name for t in self.tools]!r}")
+        if self.sources:
+            parts.append(f"sources={self.sources!r}")
         return f"Agent({', '.join(parts)})"

@@ -13,6 +13,7 @@ from thena_nb.core._executor import run_steps
 from thena_nb.core._replay import Replay
 from thena_nb.core._run_state import PausePoint, Position, RunControl, Scope
 from thena_nb.core._signals import Halt, LoopBreak
+from thena_nb.core._tool_sources import close_tool_sources
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event, event
 from thena_nb.core.gates import Approver, Decision, Gatekeeper, PendingCall, Waiting
@@ -347,6 +348,8 @@ class Session:
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
         finally:
+            if self._control.tool_sources is not None:
+                await close_tool_sources(self._control)
             run.output = top.ctx.output
             if self._control.replay is not None:
                 run.replay_diverged_at = self._control.replay.diverged_at

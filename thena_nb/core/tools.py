@@ -8,8 +8,9 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -19,7 +20,7 @@ from thena_nb.core.types import ToolCall, finished
 if typing.TYPE_CHECKING:
     from thena_nb.core.context import Context
 
-__all__ = ["Tool", "error_observation", "run_tool_call", "tool"]
+__all__ = ["SchemaTool", "Tool", "ToolSource", "error_observation", "run_tool_call", "tool"]
 
 
 class Tool:
@@ -87,6 +88,103 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+class SchemaTool(Tool):
+    """A tool described by a JSON schema instead of a Python signature, run by an async
+    function of its arguments (the tools a `ToolSource` gives are these).
+
+    Args:
+        call: `async fn(arguments) -> result`, given the arguments as a dict; the result
+            becomes text as a `@tool`'s does.
+        name: The name the model calls it by.
+        parameters: The JSON schema of its arguments, sent to the model as it is.
+        description: What the model is told it does.
+        validate: `fn(arguments)` that raises for arguments that do not fit the schema (a
+            `pydantic.ValidationError` reads best to the model); without it the arguments go
+            to `call` unchecked.
+        retries: How many times to run it again after it raises.
+        rescue: Whether a call written in the model's text may run it.
+        gate: As for `@tool`: hold calls for a decision before they run.
+
+    Example:
+        >>> import asyncio
+        >>> from thena_nb.core.tools import SchemaTool
+        >>> async def echo(arguments):
+        ...     return arguments["text"]
+        >>> schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        >>> echo_tool = SchemaTool(echo, name="echo", parameters=schema)
+        >>> echo_tool.spec.parameters["properties"]
+        {'text': {'type': 'string'}}
+        >>> asyncio.run(echo_tool.call(None, {"text": "hi"}))
+        'hi'
+    """
+
+    def __init__(
+        self,
+        call: Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        name: str,
+        parameters: Mapping[str, Any],
+        description: str = "",
+        validate: Callable[[dict[str, Any]], Any] | None = None,
+        retries: int = 0,
+        rescue: bool = True,
+        gate: bool | Callable[[ToolCall], bool] = False,
+    ) -> None:
+        if not callable(call):
+            raise TypeError(f"SchemaTool {name!r} needs an async function, got {call!r}")
+        super().__init__(
+            _no_arguments,
+            name=name,
+            description=description,
+            retries=retries,
+            rescue=rescue,
+            gate=gate,
+        )
+        self.fn = call
+        self.is_async = True
+        self._check = validate
+        self.parameters = dict(parameters)
+        self.spec = ToolSpec(name=name, description=description, parameters=self.parameters)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as a dict, once `validate` (when given) accepted them."""
+        checked = dict(arguments)
+        if self._check is not None:
+            self._check(checked)
+        return checked
+
+    async def call(self, ctx: Context | None, arguments: Mapping[str, Any]) -> str:
+        """Validate and run the tool once, returning its result as text."""
+        return _to_text(await self.fn(self.validate(arguments)))
+
+
+def _no_arguments() -> None:
+    """What a `SchemaTool` builds its base from: its own schema replaces this signature's."""
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Tools that come from outside the program (an MCP server's), opened once per run.
+
+    Put one in `Agent(tools=[...])` beside `@tool`s. `key` fingerprints the source's
+    configuration and stands, in the agent's key, for the tools it will give: request keys
+    are known before the source is opened, so a replay whose results are all recorded never
+    opens it. `open()` returns an async context manager that yields the tools: a run enters
+    it when an agent's first live model call needs them, keeps them for the run's turns, and
+    leaves it when the run ends. Entering and leaving may happen in different tasks of the
+    run's event loop.
+    """
+
+    @property
+    def key(self) -> str:
+        """A fingerprint of what the source is configured to reach (no secrets in it)."""
+        ...
+
+    def open(self) -> AbstractAsyncContextManager[Sequence[Tool]]:
+        """Connect, and yield the tools until the run ends."""
+        ...
 
 
 @overload

@@ -1,0 +1,126 @@
+"""An MCP tool as a `SchemaTool`, and a call's result as the text the model reads.
+
+- The spec is the server's: name, description (or title) and `inputSchema` as listed.
+- Arguments are checked against `inputSchema` with `jsonschema` (the SDK's own dependency)
+  before anything is sent, so the model hears what is wrong without a round trip; the
+  server checks them again. A schema `jsonschema` cannot read leaves the check to the server.
+- The result: text blocks joined by newlines; structured content as JSON when there is no
+  text; any other block named (`[image image/png]`, `[resource file:///a.txt]`, ...).
+  `isError` raises `McpToolError` with the server's text, so the call fails.
+- Gates and rescue follow the tool's annotations as the MCP spec reads them when a hint is
+  absent: a tool is destructive unless `readOnlyHint` is true or `destructiveHint` is false.
+  A destructive tool is gated (unless the server was made with `gate=False`) and is never
+  run from a call rescued from the model's text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+from mcp_types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    Tool,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
+
+from thena_nb._mcp._loop import on_mcp_loop
+from thena_nb._mcp._server import McpToolError
+from thena_nb.core.tools import SchemaTool
+
+if TYPE_CHECKING:
+    from thena_nb._mcp._connection import Connection
+
+__all__ = ["as_tools", "is_destructive", "result_text"]
+
+
+def as_tools(connection: Connection, listed: list[Tool], *, gate: bool) -> list[SchemaTool]:
+    """The server's tools as the agent's, each call going to `connection`."""
+    out = []
+    for t in listed:
+        destructive = is_destructive(t)
+        out.append(
+            SchemaTool(
+                _caller(connection, t.name),
+                name=t.name,
+                parameters=t.input_schema,
+                description=t.description or t.title or "",
+                validate=_validator(t.name, t.input_schema),
+                rescue=not destructive,
+                gate=gate and destructive,
+            )
+        )
+    return out
+
+
+def is_destructive(t: Tool) -> bool:
+    """What the MCP spec assumes of a tool: destructive unless its hints say otherwise."""
+    hints = t.annotations
+    if hints is None:
+        return True
+    if hints.read_only_hint:
+        return False
+    return hints.destructive_hint is not False
+
+
+def result_text(result: CallToolResult) -> str:
+    """The text the model reads for a result (see the module's docstring)."""
+    texts = [b.text for b in result.content if isinstance(b, TextContent)]
+    others = [_named(b) for b in result.content if not isinstance(b, TextContent)]
+    if not texts and result.structured_content is not None:
+        texts = [json.dumps(result.structured_content, ensure_ascii=False, default=str)]
+    return "\n".join([*texts, *others])
+
+
+def _caller(connection: Connection, name: str) -> Callable[[dict[str, Any]], Awaitable[str]]:
+    async def call(arguments: dict[str, Any]) -> str:
+        result = await on_mcp_loop(connection.call(name, arguments))
+        text = result_text(result)
+        if result.is_error:
+            raise McpToolError(text or f"tool {name!r} reported an error and said nothing more")
+        return text
+
+    return call
+
+
+def _validator(name: str, schema: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    checker = cls(schema)
+
+    def validate(arguments: dict[str, Any]) -> None:
+        found = checker.iter_errors(arguments)
+        errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
+        if errors:
+            details = [
+                InitErrorDetails(
+                    type=PydanticCustomError("json_schema", e.message),
+                    loc=tuple(e.absolute_path),
+                    input=e.instance,
+                )
+                for e in errors
+            ]
+            raise ValidationError.from_exception_data(f"{name} arguments", details)
+
+    return validate
+
+
+def _named(block: ContentBlock) -> str:
+    if isinstance(block, ImageContent | AudioContent):
+        return f"[{block.type} {block.mime_type}]"
+    if isinstance(block, ResourceLink):
+        return f"[resource link {block.uri}]"
+    if isinstance(block, EmbeddedResource):
+        return f"[resource {block.resource.uri}]"
+    return f"[{getattr(block, 'type', type(block).__name__)}]"

@@ -1,0 +1,83 @@
+"""MCP servers as tool sources: their tools beside your `@tool`s in `Agent(tools=[...])`.
+
+```python
+import sys
+from thena_nb import Agent, mcp
+time_server = mcp.stdio(sys.executable, ["-m", "mcp_server_time"])
+agent = Agent("Clock", model=model, tools=[time_server])
+```
+
+A run connects to each server its agents name when the first live model call needs the
+tools (a replay whose results are all recorded connects to none), lists the tools once and
+keeps them for its turns, and disconnects when it ends or its session is stopped; servers
+still open when the interpreter exits (a kernel shutting down) are closed then. A stdio
+server's stderr is kept in a temporary file, never handed the kernel's `sys.stderr`, and
+shown when the server fails. Needs the `mcp` extra: `pip install "thena_nb[mcp]"`.
+
+Each MCP tool is a `SchemaTool` whose spec is the server's `inputSchema`; arguments are
+checked against it with `jsonschema` before the call; an `isError` result fails the call
+(`McpToolError`); a server that cannot start, or dies, raises or fails the call with an
+`McpServerError` naming the command and showing its stderr. A tool the spec calls
+destructive (`destructiveHint` true or absent, `readOnlyHint` not true) is gated
+(`Tool.gate`) unless the server was made with `gate=False`, and is never run from a call
+rescued from text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from thena_nb._mcp._server import (
+    McpServer,
+    McpServerError,
+    McpToolError,
+    http_transport,
+    stdio_transport,
+)
+
+__all__ = ["McpServer", "McpServerError", "McpToolError", "http", "stdio"]
+
+
+def stdio(
+    command: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    gate: bool = True,
+) -> McpServer:
+    """An MCP server run as a subprocess and spoken to over stdio, as a tool source.
+
+    Args:
+        command: The server's executable (`"uvx"`, `"npx"`, `sys.executable`, a path).
+        args: Its arguments, e.g. `["-m", "mcp_server_time"]`.
+        env: Environment variables for the server, added to the few the SDK passes on
+            (`HOME`, `PATH`, ...). Their values never reach a repr, a key or an error.
+        cwd: The server's working directory.
+        gate: `False` to gate none of its tools; by default the destructive ones are gated.
+
+    Example:
+        >>> from thena_nb import Agent, mcp
+        >>> from thena_nb.models import ScriptedModel
+        >>> clock = mcp.stdio("mcp-server-time", ["--local-timezone", "Europe/Paris"])
+        >>> Agent("Clock", model=ScriptedModel(["noon"]), tools=[clock]).sources
+        [McpServer(stdio 'mcp-server-time --local-timezone Europe/Paris')]
+    """
+    return McpServer(stdio_transport(command, args, env, cwd), gate=gate)
+
+
+def http(url: str, *, headers: Mapping[str, str] | None = None, gate: bool = True) -> McpServer:
+    """An MCP server reached over streamable HTTP, as a tool source.
+
+    Args:
+        url: The server's endpoint, e.g. `"http://127.0.0.1:8000/mcp"`.
+        headers: HTTP headers for every request (an `Authorization` token); never shown.
+        gate: `False` to gate none of its tools; by default the destructive ones are gated.
+
+    Example:
+        >>> from thena_nb import mcp
+        >>> mcp.http("http://127.0.0.1:8000/mcp", headers={"Authorization": "Bearer s3cr3t"})
+        McpServer(http 'http://127.0.0.1:8000/mcp')
+    """
+    return McpServer(http_transport(url, headers), gate=gate)
