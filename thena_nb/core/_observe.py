@@ -18,7 +18,7 @@ Parallel branches run as tasks of their own, so an observer that keeps "where it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from thena_nb.core._run_state import LoopFrame, Position
@@ -31,23 +31,47 @@ if TYPE_CHECKING:
 __all__ = ["Observer", "observer", "set_observer", "watched"]
 
 
-class Observer(Protocol):
-    """What the engine tells an observer; every method must return quickly and not raise."""
+class Observer:
+    """What the engine tells an observer (each method does nothing here; override those you
+    need). Every method must return quickly and must not raise."""
 
-    def run_started(self, run: Run) -> None: ...
-    def run_finished(self, run: Run, exc: BaseException | None) -> None: ...
-    def loop_started(self, frame: LoopFrame) -> None: ...
-    def loop_finished(self, frame: LoopFrame) -> None: ...
+    def run_started(self, run: Run) -> None:
+        """A run starts (`Session._drive`)."""
+
+    def run_finished(self, run: Run, exc: BaseException | None) -> None:
+        """A run ended: `run.status` is set; `exc` is what failed it, if anything."""
+
+    def loop_started(self, frame: LoopFrame) -> None:
+        """A loop starts (`run_loop`)."""
+
+    def loop_finished(self, frame: LoopFrame) -> None:
+        """A loop ended: `frame.node` has its stop reason, iterations or error."""
+
     def turn_started(
         self, agent: Agent, at: Position, node: ReportNode, recorded: Turn | None
-    ) -> None: ...
-    def turn_finished(self, node: ReportNode, turn: Turn) -> None: ...
-    def turn_failed(self, node: ReportNode, exc: BaseException) -> None: ...
-    def attempt_started(self, model: Model, sent: ModelRequest) -> Any: ...
-    def attempt_finished(self, handle: Any, reply: Reply) -> None: ...
-    def attempt_failed(self, handle: Any, exc: BaseException) -> None: ...
-    def tool_started(self, agent: Agent, call: ToolCall) -> None: ...
-    def tool_finished(self, call: ToolCall, done: ToolCall) -> None: ...
+    ) -> None:
+        """A turn passed its gate; `recorded` is the turn a replay serves, else `None`."""
+
+    def turn_finished(self, node: ReportNode, turn: Turn) -> None:
+        """The turn's record is made (just before it is recorded)."""
+
+    def turn_failed(self, node: ReportNode, exc: BaseException) -> None:
+        """The turn's model phase raised `exc` (after its retries)."""
+
+    def attempt_started(self, model: Model, sent: ModelRequest) -> Any:
+        """One model attempt starts; returns a handle for its end."""
+
+    def attempt_finished(self, handle: Any, reply: Reply) -> None:
+        """The attempt answered `reply`."""
+
+    def attempt_failed(self, handle: Any, exc: BaseException) -> None:
+        """The attempt raised `exc` (it may be retried)."""
+
+    def tool_started(self, agent: Agent, call: ToolCall) -> None:
+        """A tool call starts running live."""
+
+    def tool_finished(self, call: ToolCall, done: ToolCall) -> None:
+        """The call `call` finished as `done`."""
 
 
 observer: Observer | None = None

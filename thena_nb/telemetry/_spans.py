@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from thena_nb.core._observe import Observer
 from thena_nb.core._run_state import LoopFrame, Position
 from thena_nb.core.agent import Agent
 from thena_nb.core.model import Model, ModelRequest, Reply
@@ -54,7 +55,7 @@ class _Here:
 _here: ContextVar[_Here | None] = ContextVar("thena_nb.telemetry.here", default=None)
 
 
-class SpanObserver:
+class SpanObserver(Observer):
     """Reports runs, loops, turns, model attempts and tool calls as spans to `tracer`."""
 
     def __init__(self, tracer: Tracer, *, capture_content: bool) -> None:
@@ -183,14 +184,14 @@ class SpanObserver:
         entry = self._take(node)
         if entry is None:
             return
-        span = entry.span
-        span.set_attribute("gen_ai.response.finish_reasons", [turn.finish_reason])
-        span.set_attributes(_usage(turn, entry.model.get("gen_ai.provider.name")))
-        span.set_attribute("thena.turn.attempts", turn.attempts)
-        span.set_attribute("thena.turn.consecutive_fails", turn.consecutive_fails)
+        ended: dict[str, Any] = _usage(turn, entry.model.get("gen_ai.provider.name"))
+        ended["gen_ai.response.finish_reasons"] = [turn.finish_reason]
+        ended["thena.turn.attempts"] = turn.attempts
+        ended["thena.turn.consecutive_fails"] = turn.consecutive_fails
         if any(c.ok is False for c in turn.tool_calls):
-            span.set_attribute("thena.turn.tool_error", True)
-        span.end()
+            ended["thena.turn.tool_error"] = True
+        entry.span.set_attributes(ended)
+        entry.span.end()
 
     def turn_failed(self, node: ReportNode, exc: BaseException) -> None:
         entry = self._take(node)
@@ -237,11 +238,12 @@ class SpanObserver:
     def attempt_finished(self, handle: Any, reply: Reply) -> None:
         span, request_model, provider = handle
         finish = reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn")
-        span.set_attribute("gen_ai.response.model", getattr(reply, "model", None) or request_model)
-        span.set_attribute("gen_ai.response.finish_reasons", [finish])
-        span.set_attributes(_usage(reply, provider))
+        ended: dict[str, Any] = _usage(reply, provider)
+        ended["gen_ai.response.model"] = getattr(reply, "model", None) or request_model
+        ended["gen_ai.response.finish_reasons"] = [finish]
         if self.capture_content:
-            span.set_attribute("gen_ai.output.messages", attrs.output_messages(reply, finish))
+            ended["gen_ai.output.messages"] = attrs.output_messages(reply, finish)
+        span.set_attributes(ended)
         span.end()
 
     def attempt_failed(self, handle: Any, exc: BaseException) -> None:
@@ -283,7 +285,7 @@ class SpanObserver:
         span.end()
 
 
-def _usage(source: Reply | Turn, provider: Any) -> dict[str, int]:
+def _usage(source: Reply | Turn, provider: Any) -> dict[str, Any]:
     """Token counts by their convention names. `gen_ai.usage.input_tokens` includes cached
     tokens: the Messages API counts them apart, so they are added for `anthropic`; the
     chat completions API includes them in `prompt_tokens` already."""
