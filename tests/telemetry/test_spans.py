@@ -3,6 +3,7 @@ attributes, and content only when asked for."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -294,3 +295,19 @@ def test_instrument_refuses_what_is_not_a_tracer_provider() -> None:
     with pytest.raises(TypeError, match="TracerProvider"):
         telemetry.instrument("http://localhost:4318")  # type: ignore[arg-type]
     assert _observe.observer is None
+
+
+def test_concurrent_runs_make_separate_traces(spans) -> None:
+    async def both() -> None:
+        one_wf = Workflow("one", [loop(steps=[calc([add_call(), "a"])], until=until_answered)])
+        two_wf = Workflow("two", [loop(steps=[calc([add_call(), "b"])], until=until_answered)])
+        await asyncio.gather(one_wf.arun("go", store=False), two_wf.arun("go", store=False))
+
+    asyncio.run(both())
+    roots = {s.name: s.context.trace_id for s in named(spans, "invoke_workflow ")}
+    assert len(set(roots.values())) == 2
+    for span in spans.get_finished_spans():
+        if span.name.startswith("thena.loop "):
+            workflow = span.name.split()[1].split("/")[0]
+            assert span.context.trace_id == roots[f"invoke_workflow {workflow}"]
+    assert len(named(spans, "execute_tool ")) == 2
