@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any, assert_never
 
+from thena_nb.core import _observe
 from thena_nb.core._run_state import LoopFrame, Position, Scope
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._turn import take_turn
@@ -202,6 +203,8 @@ async def run_loop(step: LoopStep, at: Position, node: ReportNode) -> bool:
     """S7–S14: iterate until `until`, `exhausted`, `fails`, `budget` or `stop`."""
     frame = LoopFrame(step=step, node=node, path=node.path)
     at.loops.append(frame)
+    if _observe.observer is not None:
+        _observe.observer.loop_started(frame)
     try:
         return await _iterate(step, at, frame)
     except LoopBreak as brk:
@@ -219,6 +222,8 @@ async def run_loop(step: LoopStep, at: Position, node: ReportNode) -> bool:
     finally:
         at.loops.pop()
         at.ctx.last_loop_stop_reason = node.stop_reason
+        if _observe.observer is not None:
+            _observe.observer.loop_finished(frame)
         control = at.control
         if node.stop_reason is not None and control.subscribers:
             control.emit(event("loop_stopped", path=node.path, stop_reason=node.stop_reason))

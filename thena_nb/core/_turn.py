@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from thena_nb.core import _portals
+from thena_nb.core import _observe, _portals
 from thena_nb.core._run_state import LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._tool_sources import for_turn
@@ -59,10 +59,14 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     key, recorded = request(agent, at, node.path)
     if agent.sources:
         agent = await for_turn(agent, control, recorded)  # opened once per run
+    if _observe.observer is not None:
+        _observe.observer.turn_started(agent, at, node, recorded)
     started_at, t0 = datetime.now(UTC), time.perf_counter()
     try:
         reply, attempts = await model(agent, at, node.path, recorded)
     except Exception as exc:
+        if _observe.observer is not None:
+            _observe.observer.turn_failed(node, exc)
         node.error = f"{type(exc).__name__}: {exc}"
         note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {node.path!r}")
         raise
@@ -79,6 +83,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     failures = _count_failures(at.loops, done)  # S10: each open loop's streak after the calls
     timing = (started_at, time.perf_counter() - t0, attempts)
     turn = _turn(agent, at, node.path, key, recorded, reply, done, timing)
+    if _observe.observer is not None:
+        _observe.observer.turn_finished(node, turn)
     return await record(agent, at, node, turn, done, first, failures)
 
 
@@ -168,6 +174,8 @@ async def call_model(model: Model, sent: ModelRequest, control: RunControl) -> t
     """One model call with the executor's retries (S25); returns the reply and attempts."""
     policy = control.retry
     tally = control.run.usage.__dict__
+    if _observe.observer is not None:
+        model = _observe.watched(model)
     attempt = 0
     while True:
         attempt += 1
@@ -347,7 +355,11 @@ async def _run_one(agent: Agent, call: ToolCall, at: Position, emit: bool) -> To
     control = at.control
     if emit:
         control.emit(event("tool_started", agent=agent.name, tool_call=call))
+    if _observe.observer is not None:
+        _observe.observer.tool_started(agent, call)
     done = await run_tool_call(call, agent._by_name, at.ctx)
+    if _observe.observer is not None:
+        _observe.observer.tool_finished(call, done)
     if emit:
         control.emit(event("tool_finished", agent=agent.name, tool_call=done))
     return done

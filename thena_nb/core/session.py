@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from thena_nb.core import _observe
 from thena_nb.core._executor import run_steps
 from thena_nb.core._replay import Replay
 from thena_nb.core._run_state import PausePoint, Position, RunControl, Scope
@@ -328,6 +329,8 @@ class Session:
         self._top = top
         status: Any = "finished"
         recorder = self._control.recorder
+        if _observe.observer is not None:
+            _observe.observer.run_started(run)
         try:
             if recorder is not None:
                 await recorder.run_started(run)
@@ -355,6 +358,8 @@ class Session:
                 run.replay_diverged_at = self._control.replay.diverged_at
             run.status = status
             run.finished_at = datetime.now(UTC)
+            if _observe.observer is not None:
+                _observe.observer.run_finished(run, self.exception)
             try:
                 if recorder is not None:
                     # Persist the ending before anyone waiting on the run is woken.
