@@ -248,7 +248,7 @@ def _as_proposed(agent: Agent, call: ToolCall) -> ToolCall:
     tool = agent._by_name.get(call.name)
     if call.source == "rescued" and tool is not None and not tool.rescue:
         return call  # refused before it could run
-    return finished(call, ok=None, result=None, error=None, retries=0)
+    return finished(call, ok=None, result=None, error=None, retries=0, traceback=None)
 
 
 # -- tools -----------------------------------------------------------------------------------

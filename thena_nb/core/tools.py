@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import traceback
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from thena_nb.core._secrets import scrub
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.types import ToolCall, finished
 
@@ -209,8 +211,14 @@ async def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], ctx: Context 
                 retries += 1
                 continue
             error = error_observation(call.name, call.arguments, exc=exc)
-            return finished(call, ok=False, error=error, retries=retries)
+            shown = _traceback_text(exc)  # for people only: the model gets `error`
+            return finished(call, ok=False, error=error, retries=retries, traceback=shown)
         return finished(call, ok=True, result=result, retries=retries)
+
+
+def _traceback_text(exc: BaseException) -> str:
+    """The formatted traceback of the attempt that failed last, secrets scrubbed."""
+    return scrub("".join(traceback.format_exception(exc)))
 
 
 def _signature_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseModel]]:
