@@ -9,6 +9,7 @@ secret the caller names (an adapter's own API key). Tracebacks of failed tools g
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -22,20 +23,24 @@ _MIN_SECRET = 8
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_PATTERNS: tuple[tuple[str, str], ...] = (
     # API keys written as they are issued: `sk-…`, `sk-ant-…`, `sk-proj-…`.
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), REDACTED),
+    (r"\bsk-[A-Za-z0-9_\-]{8,}", REDACTED),
     # `Authorization: Bearer <token>`, in headers or text.
-    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\-]+=*"), rf"\g<1>{REDACTED}"),
+    (r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\-]+=*", rf"\g<1>{REDACTED}"),
     # Query parameters and assignments named like secrets: `?api_key=…`, `token: "…"`.
     (
-        re.compile(
-            r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password"
-            r"|passwd|key)[\"']?\s*[=:]\s*[\"']?)([^\s\"'&#,;)]{8,})"
-        ),
+        r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password"
+        r"|passwd|key)[\"']?\s*[=:]\s*[\"']?)([^\s\"'&#,;)]{8,})",
         rf"\g<1>{REDACTED}",
     ),
 )
+
+
+@functools.cache
+def _compiled() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The patterns, compiled when first needed (not when `thena_nb` is imported)."""
+    return tuple((re.compile(pattern), replacement) for pattern, replacement in _PATTERNS)
 
 
 def scrub(text: str, *, also: Iterable[str | None] = ()) -> str:
@@ -55,7 +60,7 @@ def scrub(text: str, *, also: Iterable[str | None] = ()) -> str:
     for value in _secret_values(also):
         if value in text:
             text = text.replace(value, REDACTED)
-    for pattern, replacement in _PATTERNS:
+    for pattern, replacement in _compiled():
         text = pattern.sub(replacement, text)
     return text
 
