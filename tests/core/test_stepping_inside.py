@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import add, add_call, fail_call
 
-from thena_nb import Agent, Event, Workflow, loop, parallel, until_answered
+from thena_nb import Agent, Event, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.model import ModelRequest
 from thena_nb.core.store.memory import MemoryRunStore
 from thena_nb.core.types import Turn
@@ -369,3 +369,26 @@ async def test_a_cancelled_run_without_stop_is_still_cancelled() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(runner, 2)
     assert s.result.status == "failed" and held.cancelled == 1
+
+
+async def test_stop_during_a_tool_lets_the_tool_finish_and_keeps_its_turn() -> None:
+    """Only a model call is cancelled: a tool under way runs to its end, its turn is kept."""
+    inside, finish = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Takes until the test lets it finish."""
+        inside.set()
+        await finish.wait()
+        return "finished"
+
+    model = ScriptedModel([reply.tool("slow"), "never"])
+    wf = Workflow("w", [loop(steps=[Agent("A", model=model, tools=[slow])], until=until_answered)])
+    s = wf.session("go", store=False)
+    task = asyncio.ensure_future(s.run())
+    await asyncio.wait_for(inside.wait(), 2)
+    s.stop()
+    finish.set()
+    run = await asyncio.wait_for(task, 2)
+    assert run.status == "stopped" and len(model.requests) == 1
+    assert [c.result for c in run.turns[0].tool_calls] == ["finished"]

@@ -127,7 +127,9 @@ class Session:
         return self._last_turn
 
     async def run(self) -> Run:
-        """Run to the end or to the next breakpoint; returns `result` (`done` tells which)."""
+        """Run to the end, to the next breakpoint or to a `pause()`; returns `result` (`done`
+        tells which). Branches of a `parallel` block run at the same time (S2), also those
+        of a block a `step()` had entered: the branch under way goes on, the others start."""
         if not self.done:
             self._mode = "run"
             self.breakpoint_hit = None
@@ -272,8 +274,10 @@ class Session:
             raise self.exception
 
     async def _checkpoint(self, where: PausePoint) -> None:
-        """Called by the executor at every pause point: before every model call (and
-        parallel block), and before a turn's tools when `pause_before_tools` is on."""
+        """Called by the executor at every pause point: before every model call, and before
+        a turn's tools when `pause_before_tools` is on (at the top level, and in the one
+        parallel branch a stepping session runs at a time). After `stop()` it ends the run
+        there (`Halt`), so nothing more of the turn runs."""
         while True:
             if self._control.stop_requested:
                 raise Halt("stop")
