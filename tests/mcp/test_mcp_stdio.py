@@ -20,6 +20,25 @@ from thena_nb.core.tools import SchemaTool, Tool
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """A git repository with one commit and one changed file, for `mcp-server-git`."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "tests@example.invalid")
+    git("config", "user.name", "Tests")
+    (repo / "notes.txt").write_text("first\n")
+    git("add", "notes.txt")
+    git("commit", "-q", "-m", "First notes")
+    (repo / "notes.txt").write_text("first\nsecond\n")
+    return repo
+
+
 def clock() -> mcp.McpServer:
     return mcp.stdio(sys.executable, TIME_ARGS)
 

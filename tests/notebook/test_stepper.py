@@ -327,15 +327,17 @@ async def test_stop_before_start() -> None:
     assert stepper.status == "stopped" and model.requests == []
 
 
-async def test_stop_while_running_ends_after_the_turn_in_flight() -> None:
-    agent = Agent("A", model=ScriptedModel([ADD] * 10, delay=0.03), tools=[add])
+async def test_stop_while_running_cancels_the_model_call_in_flight() -> None:
+    model = ScriptedModel([ADD] * 10, delay=0.03)
+    agent = Agent("A", model=model, tools=[add])
     stepper = Workflow("w", [loop(steps=[agent], until=until_answered)]).stepper("go")
     task = stepper.run()
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # the second model call is under way
     assert stepper.status == "running"
     assert stepper.stop() is task
     await task
-    assert stepper.status == "stopped" and stepper.turn_count == 2
+    assert stepper.status == "stopped" and stepper.turn_count == 1
+    assert len(model.requests) == 2
 
 
 async def test_a_second_click_while_a_turn_runs_is_ignored() -> None:
@@ -377,7 +379,7 @@ async def test_a_click_from_another_thread_runs_on_the_steppers_loop() -> None:
     assert turn.index == 1 and stepper.turn_count == 2
 
 
-async def test_stop_during_step_iteration_ends_after_the_turn_in_flight() -> None:
+async def test_stop_during_step_iteration_cancels_the_model_call_in_flight() -> None:
     worker = Agent("Worker", model=ScriptedModel([ADD] * 3, delay=0.05), tools=[add])
     checker = Agent("Checker", model=ScriptedModel(["again"] * 3, delay=0.05))
     wf = Workflow("w", [loop(steps=[worker, checker], until=until_text("stop"))])
@@ -386,7 +388,7 @@ async def test_stop_during_step_iteration_ends_after_the_turn_in_flight() -> Non
     await asyncio.sleep(0.02)
     stepper.stop_button.click()
     await task
-    assert stepper.status == "stopped" and stepper.turn_count == 1
+    assert stepper.status == "stopped" and stepper.turn_count == 0
 
 
 async def test_a_model_error_shows_and_the_stepper_stays_usable() -> None:

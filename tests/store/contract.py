@@ -189,7 +189,8 @@ async def test_a_run_that_never_finished_is_rebuilt_from_its_turns(
     """A run stopped mid-way (as a killed process leaves it) loads with its history, state,
     usage and a report tree rebuilt from the turns."""
     session = review().session("go", store=store)
-    await session.step()  # the parallel block: two turns
+    await session.step()  # the parallel block: one step per branch turn
+    await session.step()
     await session.step()
     await session.step()
     live = session.result
@@ -219,6 +220,8 @@ async def test_branch_messages_not_yet_stored_are_rebuilt(
     """Each parallel branch turn is stored with its own messages when the block merges, so
     stopping right after the block loads the whole history."""
     session = review().session("go", store=store)
+    await session.step()  # the first branch's turn: nothing is stored before the merge
+    assert reader.load(session.result.run_id).turns == []
     await session.step()
     loaded = reader.load(session.result.run_id)
     assert [t.agent for t in loaded.turns] == ["Security", "Perf"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, assert_never
 
 from thena_nb.core import _observe
 from thena_nb.core._run_state import LoopFrame, Position, Scope
 from thena_nb.core._signals import Halt, LoopBreak, note_once
-from thena_nb.core._turn import take_turn
+from thena_nb.core._turn import may_pause, take_turn
 from thena_nb.core.agent import Agent
 from thena_nb.core.events import event
 from thena_nb.core.report import ReportNode, new_node
@@ -87,19 +87,32 @@ async def run_function(fn: Any, at: Position, node: ReportNode) -> None:
 
 
 async def run_parallel(step: ParallelStep, at: Position, node: ReportNode) -> bool:
-    """S1–S6: branches run concurrently over snapshots; merged in declaration order."""
+    """S1–S6: branches run concurrently over snapshots; merged in declaration order.
+
+    A session that may pause (stepping, or `pause()`d) runs the branches one after another
+    instead, each to its end, in declaration order (`_in_order`), so that every branch turn
+    has its pause point; each still reads the history as the block opened (S3) and the merge
+    is the same.
+    """
     control = at.control
-    if control.checkpoint is not None and at.top_level:
-        await control.checkpoint("model")  # a parallel block is one step for a paused session
     branches = [_branch(at, node, b) for b in range(len(step.steps))]
 
     async def run_branch(b: int) -> bool:
         here, holder = branches[b]
         sub = step.steps[b]
-        return await run_step(sub, here, holder, step_path(node.path, b, sub))
+        live = control.tasks
+        live[here] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            return await run_step(sub, here, holder, step_path(node.path, b, sub))
+        finally:
+            del live[here]
 
-    tasks = [asyncio.ensure_future(run_branch(b)) for b in range(len(branches))]
+    tasks: list[asyncio.Future[bool]] = []
     try:
+        if control.checkpoint is None or not may_pause(at):
+            tasks.extend(asyncio.ensure_future(run_branch(b)) for b in range(len(branches)))
+        else:
+            await _in_order(at, branches, run_branch, tasks)
         await _join(step, node, tasks)
     except asyncio.CancelledError:
         await _cancel(tasks)
@@ -110,6 +123,41 @@ async def run_parallel(step: ParallelStep, at: Position, node: ReportNode) -> bo
         if signal is not None:
             raise signal  # Halt or LoopBreak, after everything finished was kept
     return ran or any(t.result() for t in tasks)
+
+
+async def _in_order(
+    at: Position,
+    branches: list[tuple[Position, ReportNode]],
+    run_branch: Callable[[int], Awaitable[bool]],
+    tasks: list[asyncio.Future[bool]],
+) -> None:
+    """Run the branches one at a time, in declaration order, each to its end, while the
+    session may pause; `RunControl.in_order` names the one running, so its turns have pause
+    points and the session hears of each. Once the session runs freely (`run()` resolves
+    the shared future), the running branch goes on and the branches not started yet start
+    with it (S2). A branch that raised starts no other (S6)."""
+    control = at.control
+    outer = control.in_order
+    shift = outer[1] if outer is not None and outer[0] is at else 0
+    free = outer[2] if outer is not None and not outer[2].done() else None
+    if free is None:
+        free = asyncio.get_running_loop().create_future()
+    try:
+        for b, (here, _) in enumerate(branches):
+            if free.done() or control.checkpoint is None:
+                tasks.extend(asyncio.ensure_future(run_branch(i)) for i in range(b, len(branches)))
+                return
+            control.in_order = (here, shift, free)
+            task = asyncio.ensure_future(run_branch(b))
+            tasks.append(task)
+            either: list[asyncio.Future[Any]] = [task, free]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if task.done() and _is_error(_exception(task)):
+                return
+            scope = here.scope
+            shift += len(scope.turns) - scope.base_turns
+    finally:
+        control.in_order = outer
 
 
 def _branch(at: Position, node: ReportNode, b: int) -> tuple[Position, ReportNode]:

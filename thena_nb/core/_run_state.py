@@ -7,6 +7,7 @@ never reach into a context.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -75,7 +76,9 @@ class RunControl:
         "checkpoint",
         "gatekeeper",
         "gates",
+        "in_order",
         "kept",
+        "on_branch_turn",
         "on_turn",
         "pause_before_tools",
         "recorder",
@@ -84,6 +87,7 @@ class RunControl:
         "run",
         "stop_requested",
         "subscribers",
+        "tasks",
         "tool_sources",
     )
 
@@ -113,6 +117,17 @@ class RunControl:
         """How gated calls are decided (core/gates.py); `None`: the run waits."""
         self.tool_sources: RunTools | None = None
         """The tool sources the run has opened (`core/_tool_sources.py`), once one is."""
+
+        self.tasks: dict[Position, asyncio.Task[Any]] = {}
+        """The task running each live position: `Session.stop()` cancels those waiting on a
+        model call (`Position.in_call`)."""
+        self.in_order: tuple[Position, int, asyncio.Future[None]] | None = None
+        """The parallel branch a stepping session runs now (branches then run one at a time,
+        in declaration order), how far the block's merge will move its turn indexes, and
+        the future `Session.run()` resolves to let the blocks run their branches together."""
+        self.on_branch_turn: Callable[[Turn], Any] | None = None
+        """Told each turn of `in_order`'s branch as it finishes, with its index after the
+        merge (branch turns join the run only when their block merges)."""
         # A resume replays a stored run under its own id: the turns it reuses unchanged are
         # stored already. The first turn that differs makes the stored ones from there stale.
         resuming = replay is not None and replay.recorded.run_id == run.run_id
@@ -161,7 +176,7 @@ class Position:
     The top level has one position; each parallel branch gets its own (`branch`).
     """
 
-    __slots__ = ("control", "ctx", "loops", "scope", "top_level")
+    __slots__ = ("control", "ctx", "in_call", "loops", "scope", "top_level")
 
     def __init__(
         self,
@@ -177,6 +192,8 @@ class Position:
         self.ctx = Context(self, state=state)
         self.top_level = scope.branch is None
         """Not inside a parallel branch: turns are recorded (and a session may pause) here."""
+        self.in_call = False
+        """Waiting on a model call (its task is in `RunControl.tasks`)."""
 
     def branch(self, scope: Scope) -> Position:
         """A position for one parallel branch: same run, state and loops, its own scope."""

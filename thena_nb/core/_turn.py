@@ -53,7 +53,7 @@ __all__ = ["take_turn"]
 async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     """Run one turn of `agent` at `at`, under the report node `node`."""
     control = at.control
-    if control.checkpoint is not None and at.top_level:
+    if control.checkpoint is not None and may_pause(at):
         await control.checkpoint("model")  # the gate opens with the session's pause point
     gate(control)
     key, recorded = request(agent, at, node.path)
@@ -62,21 +62,31 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     if _observe.observer is not None:
         _observe.observer.turn_started(agent, at, node, recorded)
     started_at, t0 = datetime.now(UTC), time.perf_counter()
+    at.in_call = True  # what `Session.stop()` cancels
     try:
         reply, attempts = await model(agent, at, node.path, recorded)
+    except asyncio.CancelledError:
+        stopped_during_call(control)
+        raise
     except Exception as exc:
         if _observe.observer is not None:
             _observe.observer.turn_failed(node, exc)
         node.error = f"{type(exc).__name__}: {exc}"
         note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {node.path!r}")
         raise
+    finally:
+        at.in_call = False
     history = at.scope.history
     first = len(history)
     reply, proposed = calls(agent, reply, key, history, recorded)
-    if proposed and (agent._gated or control.gates):
-        timing = (started_at, time.perf_counter() - t0, attempts)
-        proposed = await decided(agent, at, node.path, key, recorded, reply, proposed, timing)
-    done = await tools(agent, at, proposed, recorded)
+    try:
+        if proposed and (agent._gated or control.gates):
+            timing = (started_at, time.perf_counter() - t0, attempts)
+            proposed = await decided(agent, at, node.path, key, recorded, reply, proposed, timing)
+        done = await tools(agent, at, proposed, recorded)
+    except Halt:
+        del history[first:]  # stopped (or waiting) before its tools ran: the turn is not recorded
+        raise
     control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
     if recorded is not None and control.replay is not None:
         _restore_state(at.ctx.state, control.replay.state_after(len(at.scope.turns)))
@@ -100,6 +110,24 @@ def gate(control: RunControl) -> None:
         spent = control.budget.spent(control.run.usage)
         if spent is not None:
             raise Halt("budget", spent)
+
+
+def may_pause(at: Position) -> bool:
+    """Whether the session's pause points apply at `at`: at the top level, and in the one
+    parallel branch a stepping session runs at a time (`RunControl.in_order`)."""
+    if at.top_level:
+        return True
+    in_order = at.control.in_order
+    return in_order is not None and in_order[0] is at
+
+
+def stopped_during_call(control: RunControl) -> None:
+    """A model call was cancelled: by `Session.stop()` it ends the run as a stop (the call
+    is not awaited and the unfinished turn is not recorded); any other cancellation goes on."""
+    task = asyncio.current_task()
+    if control.stop_requested and task is not None:
+        task.uncancel()
+        raise Halt("stop") from None
 
 
 # -- request ---------------------------------------------------------------------------------
@@ -311,7 +339,7 @@ async def tools(
     if recorded is not None and control.replay is not None and not control.replay.rerun_tools:
         done = _recorded_results(proposed, recorded)
     else:
-        if control.pause_before_tools and control.checkpoint is not None and at.top_level:
+        if control.pause_before_tools and control.checkpoint is not None and may_pause(at):
             await control.checkpoint("tools")
         emit = bool(control.subscribers)
         if agent.parallel_tools and len(proposed) > 1:
@@ -395,6 +423,8 @@ async def record(
         frame.tool_calls += len(done)
     if not at.top_level:
         scope.added.append(scope.history[first:])  # recorded when the parallel block merges
+        if at.control.in_order is not None:
+            _tell_branch_turn(at, turn)
     else:
         await at.control.record(turn, ctx.state, scope.history[first:])
     for frame, failure in failures:
@@ -410,6 +440,16 @@ async def record(
         if frame.consecutive >= frame.step.max_fails:
             raise LoopBreak(frame, "fails")
     return turn
+
+
+def _tell_branch_turn(at: Position, turn: Turn) -> None:
+    """Tell the stepping session a turn of the branch it runs now, as the merge will index it."""
+    control = at.control
+    in_order, hook = control.in_order, control.on_branch_turn
+    if in_order is None or in_order[0] is not at or hook is None:
+        return
+    shift = in_order[1]
+    hook(turn.model_copy(update={"index": turn.index + shift}) if shift else turn)
 
 
 def _turn(

@@ -99,9 +99,12 @@ class Session:
         own gates, e.g. `session.gates.append(lambda call: True)` for every call."""
         self._keeper = Gatekeeper(approve, self._hold_at_gate if at_gate == "pause" else None)
         self._control.gatekeeper = self._keeper
+        self._control.on_branch_turn = self._branch_turn
         self._mode: Literal["step", "run"] = "step"
         self._allowed = 0
         self._break_hit: Turn | None = None
+        self._pause_requested = False
+        self._last_turn: Turn | None = None
         self._resume: asyncio.Future[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._top: Position | None = None
@@ -118,48 +121,95 @@ class Session:
         """Run up to and including the next turn and return it; `None` once the run ended.
 
         It returns after every check that follows the turn, so a paused session always
-        waits just before a model call. A `parallel` block runs as a unit.
+        waits just before a model call. A `parallel` block advances one branch turn per
+        step: its branches run one after another, each to its end, in declaration order,
+        every branch still reading the history as the block opened (S3). A branch turn is
+        returned with `branch` set and the `index` it has once the block merges; it joins
+        `result.turns` when the block ends, in declaration order (S4), as with `run()`.
         """
         if self.done:
+            await self._settled()
             return None
         if not self._control.stop_requested:
             self._keeper.check_decided("step()")
-        before = len(self.result.turns)
         self._mode = "step"
         self._allowed = 1
+        self._last_turn = None
         self._control.checkpoint = self._checkpoint
         await self._advance()
-        turns = self.result.turns
-        return turns[-1] if len(turns) > before else None
+        return self._last_turn
 
     async def run(self) -> Run:
-        """Run to the end, to the next breakpoint or to a tool gate (`pending`); returns
-        `result` (`done` tells which)."""
+        """Run to the end, to the next breakpoint, to a `pause()` or to a tool gate
+        (`pending`); returns `result` (`done` tells which). Branches of a `parallel` block
+        run at the same time (S2), also those of a block a `step()` had entered: the branch
+        under way goes on, the others start."""
         if not self.done:
             if not self._control.stop_requested:
                 self._keeper.check_decided("run()")
             self._mode = "run"
             self.breakpoint_hit = None
+            self._pause_requested = False
+            in_order = self._control.in_order
+            if in_order is not None and not in_order[2].done():
+                in_order[2].set_result(None)  # the open blocks run their branches together
             # A running session pauses only after a breakpoint fires: until then the executor
             # has no pause point to call (`_after_turn` puts it back on a hit).
             self._control.checkpoint = None
             await self._advance()
+        else:
+            await self._settled()
         return self.result
 
+    def pause(self) -> None:
+        """Pause a running session at its next pause point: before the next model call, or
+        before the next turn's tools with `pause_before_tools`. The `run()` in flight then
+        returns with `paused` true; `run()` or `step()` goes on from there.
+
+        The branches of a `parallel` block that are running together have no pause points:
+        a pause asked then takes effect at the first one after the block.
+
+        Example:
+            >>> import asyncio
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> wf = Workflow("two", [Agent("A", model=ScriptedModel(["one"])),
+            ...                       Agent("B", model=ScriptedModel(["two"]))])
+            >>> async def pause_after_first():
+            ...     s = wf.session("go", store=False)
+            ...     s.subscribe(lambda e: s.pause() if e.kind == "turn_finished" else None)
+            ...     await s.run()
+            ...     return s.paused, s.paused_at, len(s.result.turns)
+            >>> asyncio.run(pause_after_first())
+            (True, 'model', 1)
+        """
+        if self.done or self.paused or self._mode != "run" or self.task is None:
+            return  # not running: a stepping or new session pauses anyway
+        self._pause_requested = True
+        self._control.checkpoint = self._checkpoint
+
     def stop(self) -> None:
-        """Stop the run at the next boundary: at once when paused, after the turns in flight
-        when running. Every open loop records `stop`; the status becomes `"stopped"`."""
+        """Stop the run. Paused, it is `done` at once; running, a model call in flight is
+        cancelled (not awaited; its unfinished turn is not recorded) and tools in flight
+        finish first. Every open loop records `stop`; the status becomes `"stopped"`."""
         if self.done:
             return
-        self._control.stop_requested = True
+        control = self._control
+        control.stop_requested = True
         if self.task is None:
             self._finish("stopped")
             return
-        if self._resume is not None and not self._resume.done():
-            # Paused before a model call: no further model call will be made.
+        if self.paused:
+            # No further model call will be made: the run is over now; the task only
+            # winds down (it persists the ending; `run()` waits for that).
             self._mark_open_loops("stop")
-            self.result.status = "stopped"
+            self._finish("stopped", announce=False)
+            assert self._resume is not None
             self._resume.set_result(None)
+            return
+        for at, task in list(control.tasks.items()):
+            if at.in_call:
+                task.cancel()
 
     @property
     def pending(self) -> list[PendingCall]:
@@ -211,7 +261,7 @@ class Session:
 
     @property
     def paused(self) -> bool:
-        """Waiting before a model call for `step()` or `run()`."""
+        """Waiting at a pause point (`paused_at`) for `step()` or `run()`."""
         return self._resume is not None and not self._resume.done()
 
     @property
@@ -225,6 +275,8 @@ class Session:
         included (empty before the run starts and after it ends)."""
         if self._top is None or self.done:
             return []
+        in_order = self._control.in_order  # a stepping session inside a parallel branch
+        where = in_order[0] if in_order is not None else self._top
         return [
             OpenLoop(
                 path=f.path,
@@ -233,7 +285,7 @@ class Session:
                 consecutive_fails=f.consecutive,
                 max_fails=f.step.max_fails,
             )
-            for f in self._top.loops
+            for f in where.loops
         ]
 
     @property
@@ -276,18 +328,21 @@ class Session:
             raise self.exception
 
     async def _checkpoint(self, where: PausePoint) -> None:
-        """Called by the executor at every pause point: before every model call (and
-        parallel block), and before a turn's tools when `pause_before_tools` is on."""
+        """Called by the executor at every pause point: before every model call, and before
+        a turn's tools when `pause_before_tools` is on (at the top level, and in the one
+        parallel branch a stepping session runs at a time). After `stop()` it ends the run
+        there (`Halt`), so nothing more of the turn runs."""
         while True:
             if self._control.stop_requested:
-                return  # the executor's stop check comes next
-            if self._mode == "run" and self._break_hit is None:
+                raise Halt("stop")
+            if self._mode == "run" and self._break_hit is None and not self._pause_requested:
                 return
             if self._mode == "step" and self._allowed > 0:
                 self._allowed -= 1
                 return
             self.breakpoint_hit = self._break_hit
             self._break_hit = None
+            self._pause_requested = False
             self._resume = asyncio.get_running_loop().create_future()
             self.paused_at = where
             self._wake()
@@ -308,10 +363,16 @@ class Session:
         finally:
             self._resume = None
             self.paused_at = None
+        if self._control.stop_requested:
+            raise Halt("stop")  # stopped while held: no tool of the turn runs
         if self._mode == "step" and self._allowed > 0 and not self._control.pause_before_tools:
             self._allowed -= 1  # this step() finishes the turn (else the tools pause takes it)
 
+    def _branch_turn(self, turn: Turn) -> None:
+        self._last_turn = turn
+
     def _after_turn(self, turn: Turn) -> None:
+        self._last_turn = turn
         control = self._control
         if control.subscribers:
             control.emit(event("turn_finished", path=turn.step_path, agent=turn.agent, turn=turn))
@@ -324,13 +385,9 @@ class Session:
 
     async def _drive(self) -> None:
         run = self.result
-        _current_run.set(run)
-        top = Position(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
-        self._top = top
+        top = self._open()
         status: Any = "finished"
         recorder = self._control.recorder
-        if _observe.observer is not None:
-            _observe.observer.run_started(run)
         try:
             if recorder is not None:
                 await recorder.run_started(run)
@@ -351,31 +408,56 @@ class Session:
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
         finally:
-            if self._control.tool_sources is not None:
-                await close_tool_sources(self._control)
-            run.output = top.ctx.output
-            if self._control.replay is not None:
-                run.replay_diverged_at = self._control.replay.diverged_at
-            run.status = status
-            run.finished_at = datetime.now(UTC)
-            if _observe.observer is not None:
-                _observe.observer.run_finished(run, self.exception)
-            try:
-                if recorder is not None:
-                    # Persist the ending before anyone waiting on the run is woken.
-                    await recorder.run_finished(run)
-            finally:
-                self._finish(status)
+            await self._close(top, status)
 
-    def _finish(self, status: Any) -> None:
+    def _open(self) -> Position:
+        """The run's top position, registered as the run starts."""
+        run = self.result
+        _current_run.set(run)
+        top = Position(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
+        self._top = top
+        task = asyncio.current_task()
+        if task is not None:
+            self._control.tasks[top] = task
+        if _observe.observer is not None:
+            _observe.observer.run_started(run)
+        return top
+
+    async def _close(self, top: Position, status: Any) -> None:
+        """End the run: close its tool sources, fill in how it ended, persist that, and only
+        then wake whoever waits on it."""
+        run = self.result
+        if self._control.tool_sources is not None:
+            await close_tool_sources(self._control)
+        run.output = top.ctx.output
+        if self._control.replay is not None:
+            run.replay_diverged_at = self._control.replay.diverged_at
+        run.status = status
+        run.finished_at = datetime.now(UTC)
+        if _observe.observer is not None:
+            _observe.observer.run_finished(run, self.exception)
+        try:
+            if self._control.recorder is not None:
+                # Persist the ending before anyone waiting on the run is woken.
+                await self._control.recorder.run_finished(run)
+        finally:
+            self._finish(status)
+
+    def _finish(self, status: Any, *, announce: bool = True) -> None:
         run = self.result
         run.status = status
         if run.finished_at is None:
             run.finished_at = datetime.now(UTC)
         self.done = True
-        if self._control.subscribers:
+        if announce and self._control.subscribers:
             self._control.emit(event("run_finished"))
         self._wake()
+
+    async def _settled(self) -> None:
+        """Wait for a stopped run's task to wind down (it persists the run's ending)."""
+        task = self.task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            await asyncio.wait([task])
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -384,7 +466,9 @@ class Session:
                 w.set_result(None)
 
     def _mark_open_loops(self, reason: LoopStopReason) -> None:
-        # Paused sessions wait at the top level, so the open loops are the top position's.
-        if self._top is not None:
-            for frame in self._top.loops:
+        # A paused session waits at the top level or in the branch it steps through.
+        in_order = self._control.in_order
+        where = in_order[0] if in_order is not None else self._top
+        if where is not None:
+            for frame in where.loops:
                 frame.node.stop_reason = reason

@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import json
 import re
+import traceback
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -14,6 +15,7 @@ from typing import Any, Protocol, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from thena_nb.core._secrets import scrub
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.types import ToolCall, finished
 
@@ -308,7 +310,8 @@ async def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], ctx: Context 
                 retries += 1
                 continue
             error = error_observation(call.name, call.arguments, exc=exc)
-            return finished(call, ok=False, error=error, retries=retries)
+            shown = _traceback_text(exc)  # for people only: the model gets `error`
+            return finished(call, ok=False, error=error, retries=retries, traceback=shown)
         return finished(call, ok=True, result=result, retries=retries)
 
 
@@ -323,6 +326,11 @@ def _checked_name(name: str) -> str:
             f'digits, `_` or `-` (e.g. `@tool(name="lookup_order")`)'
         )
     return name
+
+
+def _traceback_text(exc: BaseException) -> str:
+    """The formatted traceback of the attempt that failed last, secrets scrubbed."""
+    return scrub("".join(traceback.format_exception(exc)))
 
 
 def _signature_model(fn: Callable[..., Any], name: str) -> tuple[bool, type[BaseModel]]:

@@ -148,7 +148,8 @@ class Stepper(widgets.VBox):
         return self._start(self._run)
 
     def stop(self) -> asyncio.Future[Any] | None:
-        """Stop the run: at once when paused, after the turn in flight when running.
+        """Stop the run: at once when paused; when running, a model call in flight is
+        cancelled (its turn is not recorded) and tools in flight finish first.
 
         Returns:
             The task that finishes when the run has stopped, or `None` if it already has.
