@@ -9,6 +9,8 @@ from typing import Any
 
 import anthropic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from messages_api_server import (
     MessagesAPIServer,
     redacted_thinking_block,
@@ -18,12 +20,14 @@ from messages_api_server import (
     tool_use,
     validate,
 )
+from test_anthropic_request import AGENTS, TOOLS, histories
 
-from thena_nb import Agent, Workflow, loop, tool, until_answered
+from thena_nb import Agent, Event, Run, Workflow, loop, tool, until_answered
 from thena_nb.core.errors import ModelError
 from thena_nb.core.model import ModelRequest
 from thena_nb.core.types import Message, ToolCall
-from thena_nb.models.anthropic import CONTINUE_PROMPT, AnthropicModel
+from thena_nb.models.anthropic import CONTINUE_PROMPT, AnthropicModel, request_params
+from thena_nb.store import SqliteRunStore
 
 pytestmark = pytest.mark.anyio
 
@@ -146,8 +150,6 @@ async def test_replayed_thinking_turn_goes_back_to_the_api(api_server: MessagesA
 
 async def test_blocks_survive_the_store(api_server: MessagesAPIServer, tmp_path: Any) -> None:
     """A run loaded back from SQLite keeps the blocks on its turns and its history."""
-    from thena_nb import Run
-    from thena_nb.store import SqliteRunStore
 
     _script_add(api_server)
     with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
@@ -318,3 +320,50 @@ def test_server_refuses_thinking_it_did_not_sign() -> None:
         "content": [thinking_block("I am Claude."), redacted_thinking_block()],
     }
     assert validate({**body, "messages": [_ASK, signed, _ASK]}) is None
+
+
+async def test_streamed_thinking_never_reaches_text_deltas(api_server: MessagesAPIServer) -> None:
+    """With `stream=True`, subscribers get the answer's text as it arrives, never the
+    thinking."""
+    api_server.script(thinking(THOUGHT, text("It is 5.")))
+    agent = Agent("Calc", model=_model(api_server, stream=True), max_tokens=4096)
+    session = Workflow("calc", [agent]).session("What is 2 + 3?")
+    events: list[Event] = []
+    session.subscribe(events.append)
+    run = await session.run()
+    deltas = [event.text for event in events if event.kind == "text_delta"]
+    assert "".join(deltas) == "It is 5." == run.output  # type: ignore[arg-type]
+    assert run.turns[0].reasoning == THOUGHT
+
+
+# --- every history of a thinking model maps to a valid request ---------------------------
+
+
+def _thought(history: list[Message]) -> list[Message]:
+    """The history as a thinking model leaves it: every answer has its own signed blocks."""
+    return [
+        m.model_copy(update={"reasoning_blocks": [thinking_block(f"thought {i}")]})
+        if m.role == "assistant"
+        else m
+        for i, m in enumerate(history)
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=histories().map(_thought), agent=st.sampled_from([*AGENTS, "D"]))
+def test_every_thinking_history_maps_to_a_valid_request(history: list[Message], agent: str) -> None:
+    """Whatever the history, with thinking on the request passes the server's checks, each
+    of the agent's own turns starts its own assistant message with its blocks unchanged,
+    and no other agent's thinking is sent."""
+    request = ModelRequest(agent=agent, system="S", messages=history, tools=TOOLS, max_tokens=4096)
+    params = request_params(request, model="m", thinking=THINKING)
+    assert validate(params) is None
+    sent = [b for m in params["messages"] for b in m["content"] if b["type"] == "thinking"]
+    own = [m for m in history if m.role == "assistant" and m.agent == agent]
+    assert sent == [block for m in own for block in m.reasoning_blocks]
+    for message in params["messages"]:
+        types = [block["type"] for block in message["content"]]
+        if "thinking" in types:
+            assert message["role"] == "assistant"
+            assert types.index("thinking") == 0
+            assert types.count("thinking") == 1

@@ -412,7 +412,7 @@ def request_params(
 
 
 def _tool_param(name: str, description: str, schema: dict[str, Any]) -> Block:
-    tool: Block = {"name": name, "input_schema": schema}
+    tool: Block = {"name": name, "input_schema": copy.deepcopy(schema)}
     if description:
         tool["description"] = description
     return tool
@@ -469,7 +469,7 @@ def _map_user(message: Message) -> tuple[Role, list[Block]]:
 def _map_assistant(message: Message, agent: str, *, reasoning: bool) -> tuple[Role, list[Block]]:
     if not owns(message.agent, agent):
         return "user", _text_blocks(attributed_turn(message, arguments_json=_json))
-    thought = list(message.reasoning_blocks) if reasoning else []
+    thought = [dict(block) for block in message.reasoning_blocks] if reasoning else []
     return "assistant", thought + _text_blocks(message.content) + [
         _tool_use(call) for call in native_calls(message)
     ]
@@ -487,7 +487,8 @@ def _map_tool(message: Message, agent: str, calls: CallsById) -> tuple[Role, lis
 
 
 def _tool_use(call: ToolCall) -> Block:
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+    arguments = copy.deepcopy(call.arguments)
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
 
 
 def _tool_result(call_id: str, content: str, *, is_error: bool) -> Block:
