@@ -148,6 +148,19 @@ async def test_replayed_thinking_turn_goes_back_to_the_api(api_server: MessagesA
     assert again.output == "Still 5."
 
 
+def test_forked_run_sends_the_kept_thinking(api_server: MessagesAPIServer) -> None:
+    """A fork after the thinking turn rebuilds its history from the recorded turns too: the
+    live turn's request carries the blocks and is accepted."""
+    _script_add(api_server)
+    recorded = _workflow(_model(api_server)).run("What is 2 + 3?", store=False)
+    api_server.script(thinking("Forked.", text("Five.")))
+    forked = recorded.fork(1, store=False)
+    assert [r.status for r in api_server.requests] == [200, 200, 200], api_server.rejected
+    assert [t.replayed for t in forked.turns] == [True, False]
+    assert api_server.bodies[2]["messages"] == api_server.bodies[1]["messages"]
+    assert forked.output == "Five."
+
+
 async def test_blocks_survive_the_store(api_server: MessagesAPIServer, tmp_path: Any) -> None:
     """A run loaded back from SQLite keeps the blocks on its turns and its history."""
 
