@@ -279,11 +279,6 @@ async def tools(
     return done
 
 
-_NO_BLOCKS: list[dict[str, Any]] = []
-"""The reasoning blocks of every tool message: one shared empty list (records are never
-changed), so a tool result costs no allocation for them."""
-
-
 def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> None:
     for call in done:
         message = {
@@ -293,7 +288,7 @@ def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> No
             "tool_calls": [],
             "tool_call_id": call.id,
             "is_error": not call.ok,
-            "reasoning_blocks": _NO_BLOCKS,
+            "reasoning_blocks": [],
         }
         history.append(construct(Message, message))
 
