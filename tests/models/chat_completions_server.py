@@ -37,7 +37,9 @@ class Completion:
     string (so tests can send broken JSON) and JSON-encoded otherwise. With `drop_after`, a
     streamed answer stops after that many chunks and the connection is closed; with
     `error_event`, it sends its text and then `data: {"error": error_event}` (as vLLM does
-    when generation fails mid-stream).
+    when generation fails mid-stream). `reasoning` goes in the message's (or the deltas')
+    `reasoning_field` beside the content, as reasoning servers send it, and
+    `reasoning_tokens` in `usage.completion_tokens_details`.
     """
 
     content: str | None = None
@@ -48,6 +50,9 @@ class Completion:
     cached_tokens: int | None = None
     drop_after: int | None = None
     error_event: dict[str, Any] | None = None
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -300,6 +305,8 @@ def _usage(item: Completion) -> dict[str, Any]:
     }
     if item.cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": item.cached_tokens}
+    if item.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": item.reasoning_tokens}
     return usage
 
 
@@ -314,6 +321,8 @@ def _finish(item: Completion) -> str:
 def completion_json(item: Completion, model: str) -> dict[str, Any]:
     """`item` as a `chat.completion` object."""
     message: dict[str, Any] = {"role": "assistant", "content": item.content}
+    if item.reasoning is not None:
+        message[item.reasoning_field] = item.reasoning
     if item.tool_calls:
         message["tool_calls"] = [
             {
@@ -348,6 +357,8 @@ def stream_chunks(item: Completion, model: str, include_usage: bool) -> Iterator
         }
 
     yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(item.reasoning or "", 4):
+        yield chunk({item.reasoning_field: piece})
     for piece in _pieces(item.content or "", 4):
         yield chunk({"content": piece})
     if item.error_event is not None:

@@ -8,6 +8,13 @@ real API does: roles alternate and start with `user`, each `tool_result` answers
 answered, no empty text blocks, at most four `cache_control` breakpoints. A request it
 rejects gets an API-shaped 400 and consumes no scripted item. It records every request.
 
+Extended thinking: `thinking(...)` puts `thinking` (and `redacted_thinking`) blocks first
+in an answer, each signed by this server. Like the real API, the server then rejects any
+thinking block whose signature (or redacted `data`) it did not issue for exactly that
+block, and, with `thinking` on, a request whose last assistant message called tools but
+does not start with the reasoning blocks of the answer that made those calls, all of them,
+unchanged and in order.
+
     with MessagesAPIServer() as server:
         server.script(text("Hello"), status(529), tool_use("add", {"a": 1}))
         model = AnthropicModel("claude-test", base_url=server.base_url, api_key="k")
@@ -15,12 +22,16 @@ rejects gets an API-shaped 400 and consumes no scripted item. It records every r
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import itertools
 import json
 import re
+import secrets
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -31,10 +42,13 @@ __all__ = [
     "MessagesAPIServer",
     "RecordedRequest",
     "drop",
+    "redacted_thinking_block",
     "slow",
     "status",
     "stream_error",
     "text",
+    "thinking",
+    "thinking_block",
     "tool_use",
     "tool_uses",
     "truncate",
@@ -62,6 +76,7 @@ _ALLOWED_FIELDS = {
     "service_tier", "cache_control", "container", "output_config", "inference_geo",
 }  # fmt: skip
 _ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_REASONING = ("thinking", "redacted_thinking")
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 
 
@@ -75,6 +90,8 @@ class Answer:
     output_tokens: int = 5
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    thinking_tokens: int | None = None
+    """Sent as `usage.output_tokens_details.thinking_tokens` when set."""
     delay: float = 0.0
     """Seconds to wait before answering."""
 
@@ -121,6 +138,48 @@ def tool_uses(calls: list[tuple[str, Json, str | None]], *, text: str = "", **us
         )
     usage.setdefault("stop_reason", "tool_use")
     return Answer(content=content, **usage)
+
+
+_SECRET = secrets.token_bytes(16)
+"""What this process's servers sign thinking blocks with: only they can make a valid one."""
+_THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+
+
+def _sign(kind: str, value: str) -> str:
+    digest = hmac.new(_SECRET, f"{kind}\x00{value}".encode(), hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
+
+
+def thinking_block(thought: str) -> Json:
+    """A `thinking` block with the signature this server checks when it comes back."""
+    return {"type": "thinking", "thinking": thought, "signature": _sign("thinking", thought)}
+
+
+def redacted_thinking_block(secret: str = "redacted reasoning") -> Json:
+    """A `redacted_thinking` block: opaque `data` this server can verify, nothing readable."""
+    payload = base64.b64encode(secret.encode()).decode()
+    return {"type": "redacted_thinking", "data": f"{payload}.{_sign('redacted', payload)}"}
+
+
+def thinking(
+    thought: str, answer: Answer, *, redacted: bool = False, thinking_tokens: int | None = None
+) -> Answer:
+    """`answer` with a signed `thinking` block first (and a `redacted_thinking` block after
+    it with `redacted=True`)."""
+    blocks = [thinking_block(thought)] + ([redacted_thinking_block()] if redacted else [])
+    return replace(answer, content=blocks + answer.content, thinking_tokens=thinking_tokens)
+
+
+def _signed(block: Json) -> bool:
+    if block["type"] == "thinking":
+        thought, signature = block.get("thinking"), block.get("signature")
+        return (
+            isinstance(thought, str)
+            and isinstance(signature, str)
+            and hmac.compare_digest(signature, _sign("thinking", thought))
+        )
+    payload, _, signature = str(block.get("data", "")).rpartition(".")
+    return bool(payload) and hmac.compare_digest(signature, _sign("redacted", payload))
 
 
 def slow(seconds: float, answer: Answer | None = None) -> Answer:
@@ -187,6 +246,8 @@ class MessagesAPIServer:
     def __init__(self, *, api_key: str | None = None) -> None:
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
+        self.reasoning_of: dict[str, list[Json]] = {}
+        """For each `tool_use` id served, the reasoning blocks of the answer that made it."""
         self._routes: list[_Route] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -260,6 +321,14 @@ class MessagesAPIServer:
                     return route.items.pop(0)
         return None
 
+    def _served(self, answer: Answer) -> None:
+        """Remember which reasoning led to each call, to check the continuation."""
+        reasoning = [block for block in answer.content if block["type"] in _REASONING]
+        with self._lock:
+            for block in answer.content:
+                if block["type"] == "tool_use":
+                    self.reasoning_of[block["id"]] = reasoning
+
 
 def _system_text(body: Json) -> str:
     system = body.get("system", "")
@@ -271,8 +340,14 @@ def _system_text(body: Json) -> str:
 # --- validation ------------------------------------------------------------------------
 
 
-def validate(body: Any) -> str | None:
-    """The API's error message for an invalid request body, or `None` when it is valid."""
+def validate(body: Any, reasoning_of: Mapping[str, list[Json]] | None = None) -> str | None:
+    """The API's error message for an invalid request body, or `None` when it is valid.
+
+    Args:
+        body: The request body.
+        reasoning_of: For each `tool_use` id served, the reasoning blocks of its answer (the
+            server's `reasoning_of`): with `thinking` on, the continuation must send them back.
+    """
     if not isinstance(body, dict):
         return "body: Input should be a valid dictionary"
     for name in body:
@@ -285,12 +360,12 @@ def validate(body: Any) -> str | None:
         return "max_tokens: Field required (an integer >= 1)"
     if "stream" in body and not isinstance(body["stream"], bool):
         return "stream: Input should be a valid boolean"
-    checks = (_check_system, _check_tools, _check_messages, _check_cache_control)
+    checks = (_check_system, _check_tools, _check_messages, _check_cache_control, _check_thinking)
     for check in checks:
         problem = check(body)
         if problem:
             return problem
-    return None
+    return _check_latest_reasoning(body, reasoning_of or {})
 
 
 def _check_text_block(block: Any, where: str) -> str | None:
@@ -423,6 +498,8 @@ def _check_block(block: Any, role: str, where: str, seen_ids: set[str]) -> str |
         if not isinstance(block.get("name"), str) or not isinstance(block.get("input"), dict):
             return f"{where}: `tool_use` blocks need a `name` and an `input` object"
         return _check_cache_value(block, where)
+    if kind in _REASONING and role == "assistant":
+        return _check_reasoning_block(block, where)
     if kind == "tool_result" and role == "user":
         if not isinstance(block.get("tool_use_id"), str):
             return f"{where}.tool_use_id: Field required"
@@ -441,6 +518,75 @@ def _check_block(block: Any, role: str, where: str, seen_ids: set[str]) -> str |
             return f"{where}.{sorted(extra)[0]}: Extra inputs are not permitted"
         return _check_cache_value(block, where)
     return f"{where}.type: block type {kind!r} is not allowed in a {role!r} message"
+
+
+def _check_reasoning_block(block: Json, where: str) -> str | None:
+    allowed = {"type", "thinking", "signature"} if block["type"] == "thinking" else {"type", "data"}
+    extra = set(block) - allowed
+    if extra:
+        return f"{where}.{sorted(extra)[0]}: Extra inputs are not permitted"
+    if not _signed(block):
+        field = "signature" if block["type"] == "thinking" else "data"
+        return f"{where}: Invalid `{field}` in `{block['type']}` block"
+    return None
+
+
+def _check_thinking(body: Json) -> str | None:
+    config = body.get("thinking")
+    if config is None:
+        return None
+    if not isinstance(config, dict) or config.get("type") not in (
+        "enabled",
+        "disabled",
+        "adaptive",
+    ):
+        return "thinking: Input tag should be 'enabled', 'disabled' or 'adaptive'"
+    if config["type"] != "enabled":
+        return None
+    budget = config.get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if body["max_tokens"] <= budget:
+        return (
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+            f"documentation at {_THINKING_DOCS}#max-tokens-and-context-window-size"
+        )
+    return None
+
+
+def _check_latest_reasoning(body: Json, reasoning_of: Mapping[str, list[Json]]) -> str | None:
+    """With thinking on, the last assistant message that called tools starts with the
+    reasoning blocks of the answer that made those calls, unchanged."""
+    if (body.get("thinking") or {}).get("type") in (None, "disabled"):
+        return None
+    messages = body["messages"]
+    index = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if index is None or not _tool_use_ids(messages[index]):
+        return None
+    content = messages[index]["content"]
+    if content[0]["type"] not in _REASONING:
+        return (
+            f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+            f"found `{content[0]['type']}`. When `thinking` is enabled, a final `assistant` "
+            "message must start with a thinking block (preceeding the lastmost set of "
+            "`tool_use` and `tool_result` blocks). We recommend you include thinking blocks "
+            "from previous turns. To avoid this requirement, disable `thinking`. Please "
+            f"consult our documentation at {_THINKING_DOCS}"
+        )
+    issued = [reasoning_of[i] for i in _tool_use_ids(messages[index]) if i in reasoning_of]
+    expected = issued[0] if issued else [b for b in content if b["type"] in _REASONING]
+    for position, block in enumerate(content):
+        if position < len(expected):
+            unchanged = block == expected[position]
+        else:
+            unchanged = block["type"] not in _REASONING
+        if not unchanged:
+            return (
+                f"messages.{index}.content.{position}: `thinking` or `redacted_thinking` blocks "
+                "in the latest assistant message cannot be modified. These blocks must remain "
+                "as they were in the original response."
+            )
+    return None
 
 
 def _tool_use_ids(message: Json) -> list[str]:
@@ -535,13 +681,20 @@ def _message(body: Json, answer: Answer) -> Json:
         "content": answer.content,
         "stop_reason": answer.stop_reason,
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": answer.input_tokens,
-            "output_tokens": answer.output_tokens,
-            "cache_creation_input_tokens": answer.cache_write_tokens,
-            "cache_read_input_tokens": answer.cache_read_tokens,
-        },
+        "usage": _usage(answer),
     }
+
+
+def _usage(answer: Answer) -> Json:
+    usage: Json = {
+        "input_tokens": answer.input_tokens,
+        "output_tokens": answer.output_tokens,
+        "cache_creation_input_tokens": answer.cache_write_tokens,
+        "cache_read_input_tokens": answer.cache_read_tokens,
+    }
+    if answer.thinking_tokens is not None:
+        usage["output_tokens_details"] = {"thinking_tokens": answer.thinking_tokens}
+    return usage
 
 
 def _text_pieces(value: str) -> list[str]:
@@ -557,35 +710,16 @@ def _sse_events(body: Json, answer: Answer) -> Iterator[tuple[str, Json]]:
     yield "message_start", {"type": "message_start", "message": start}
     yield "ping", {"type": "ping"}
     for index, block in enumerate(answer.content):
-        if block["type"] == "text":
+        opening, deltas = _block_stream(block)
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": opening},
+        )
+        for delta in deltas:
             yield (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                },
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
             )
-            for piece in _text_pieces(block["text"]):
-                delta = {"type": "text_delta", "text": piece}
-                yield (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
-        else:
-            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            yield (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": opening},
-            )
-            arguments = json.dumps(block["input"])
-            half = len(arguments) // 2
-            for piece in (arguments[:half], arguments[half:]):
-                delta = {"type": "input_json_delta", "partial_json": piece}
-                yield (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
     stop: Json = {"stop_reason": answer.stop_reason, "stop_sequence": None}
     yield (
@@ -593,6 +727,26 @@ def _sse_events(body: Json, answer: Answer) -> Iterator[tuple[str, Json]]:
         {"type": "message_delta", "delta": stop, "usage": {"output_tokens": answer.output_tokens}},
     )
     yield "message_stop", {"type": "message_stop"}
+
+
+def _block_stream(block: Json) -> tuple[Json, list[Json]]:
+    """A content block as the API streams it: its opening and its deltas."""
+    if block["type"] == "text":
+        pieces = _text_pieces(block["text"])
+        return {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces]
+    if block["type"] == "thinking":
+        deltas = [
+            {"type": "thinking_delta", "thinking": p} for p in _text_pieces(block["thinking"])
+        ]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        return {"type": "thinking", "thinking": "", "signature": ""}, deltas
+    if block["type"] == "redacted_thinking":
+        return dict(block), []
+    opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+    arguments = json.dumps(block["input"])
+    half = len(arguments) // 2
+    pieces = (arguments[:half], arguments[half:])
+    return opening, [{"type": "input_json_delta", "partial_json": p} for p in pieces]
 
 
 def _handler_class(server: MessagesAPIServer) -> type[BaseHTTPRequestHandler]:
@@ -628,7 +782,9 @@ def _handler_class(server: MessagesAPIServer) -> type[BaseHTTPRequestHandler]:
                 return self._fail(
                     record, 400, "invalid_request_error", "anthropic-version: header is required"
                 )
-            problem = validate(record.body)
+            with server._lock:
+                reasoning_of = dict(server.reasoning_of)
+            problem = validate(record.body, reasoning_of)
             if problem:
                 return self._fail(record, 400, "invalid_request_error", problem)
             item = server._next_item(record.body)
@@ -645,6 +801,7 @@ def _handler_class(server: MessagesAPIServer) -> type[BaseHTTPRequestHandler]:
             if item.delay and server._stopping.wait(item.delay):
                 return
             record.status = 200
+            server._served(item)
             if streaming:
                 self._stream(_sse_events(record.body, item))
             else:

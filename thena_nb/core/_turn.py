@@ -228,6 +228,7 @@ def _recorded_reply(turn: Turn) -> Reply:
         cache_write_tokens=turn.cache_write_tokens,
         reasoning=turn.reasoning,
         reasoning_tokens=turn.reasoning_tokens,
+        reasoning_blocks=turn.reasoning_blocks,
     )
 
 
@@ -271,6 +272,7 @@ def calls(
         "tool_calls": proposed,
         "tool_call_id": None,
         "is_error": False,
+        "reasoning_blocks": reply.reasoning_blocks,
     }
     history.append(construct(Message, message))
     return reply, proposed
@@ -360,6 +362,7 @@ def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> No
             "tool_calls": [],
             "tool_call_id": call.id,
             "is_error": not call.ok,
+            "reasoning_blocks": [],
         }
         history.append(construct(Message, message))
 
@@ -490,6 +493,7 @@ def _turn(
             "replayed": recorded is not None and _served(at),
             "reasoning": reply.reasoning,
             "reasoning_tokens": reply.reasoning_tokens,
+            "reasoning_blocks": reply.reasoning_blocks,
         },
     )
 

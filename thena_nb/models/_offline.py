@@ -1,5 +1,6 @@
 """What the offline models share: the requests they keep, their calls counted per run, call
-ids that are the same in every run, and scripted items turned into replies.
+ids that are the same in every run, scripted items turned into replies, and the request as
+plain data (`render`: they send nothing over a wire).
 
 `ScriptedModel` and `FunctionModel` are built on `OfflineModel`; nothing here is public.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "as_reply",
     "is_script_item",
     "prepared",
+    "render_request",
     "with_call_ids",
 ]
 
@@ -62,10 +64,30 @@ class OfflineModel:
         self.requests: list[ModelRequest] = []
         self._calls = CallCounter()
 
+    def render(self, request: ModelRequest) -> dict[str, Any]:
+        """The request as plain data: `messages`, `system` and `tools` (no wire to show).
+
+        Example:
+            >>> from thena_nb.core.types import Message
+            >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
+            >>> OfflineModel("m").render(request)["messages"][0]["content"]
+            'Hi'
+        """
+        return render_request(request)
+
     def _receive(self, request: ModelRequest) -> int:
         """Keep `request`; return the 1-based number of this call within the current run."""
         self.requests.append(request)
         return self._calls.next()
+
+
+def render_request(request: ModelRequest) -> dict[str, Any]:
+    """`{"messages": [...], "system": ..., "tools": [...]}`: a request as JSON-ready data."""
+    return {
+        "messages": [message.model_dump(mode="json") for message in request.messages],
+        "system": request.system,
+        "tools": [spec.model_dump() for spec in request.tools],
+    }
 
 
 def with_call_ids(reply: Reply, call: int) -> Reply:

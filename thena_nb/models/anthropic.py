@@ -11,7 +11,14 @@ between one user and one assistant. `request_params` bridges the two:
   the result comes back as `user` text;
 - same-role neighbours are merged, `tool_result` blocks go first in their message, a call
   without its result (or a result without its call) becomes text, and a continuation
-  message follows when the history ends with the model's own answer.
+  message follows when the history ends with the model's own answer;
+- with `thinking=` on, the asking agent's own turns start with the `thinking` and
+  `redacted_thinking` blocks the API sent (`Message.reasoning_blocks`), unchanged, as the
+  API requires of a turn that thought and called tools; such a turn is never merged into
+  the assistant message before it (the continuation prompt it answered stands between).
+
+`AnthropicModel.render` is the one place a request becomes the keyword arguments of
+`messages.create`; `respond` sends exactly what it returns.
 
 The rules it shares with `OpenAICompatModel` (whose message is whose, attributed text,
 results shown as text, the opening and continuation prompts) are written once in `_wire`.
@@ -24,6 +31,7 @@ timeouts and dropped connections raise `TransientModelError` for the executor to
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +75,8 @@ Block = dict[str, Any]
 Role = Literal["user", "assistant"]
 
 _EPHEMERAL: Block = {"type": "ephemeral"}
+_REASONING = frozenset({"thinking", "redacted_thinking"})
+"""The types of the reasoning blocks the API wants back unchanged."""
 _ERROR_TYPE_STATUS = {
     "invalid_request_error": 400,
     "authentication_error": 401,
@@ -100,10 +110,16 @@ class AnthropicModel:
         timeout: Seconds to wait for a reply (between chunks when streaming).
         cache: Put prompt-caching breakpoints on the stable prefix of every request.
         stream: Stream the reply, calling `request.on_text_delta` as text arrives.
+        thinking: Extended thinking, passed to the API as it is, e.g.
+            `{"type": "enabled", "budget_tokens": 2048}` (less than the agent's
+            `max_tokens`). The thinking text becomes `turn.reasoning`, never the response;
+            its blocks go back to the API with the turn that made them.
 
     Example:
         >>> AnthropicModel("claude-sonnet-4-5", stream=True)
         AnthropicModel('claude-sonnet-4-5', stream=True)
+        >>> AnthropicModel("claude-sonnet-4-5", thinking={"type": "enabled", "budget_tokens": 2048})
+        AnthropicModel('claude-sonnet-4-5', thinking={'type': 'enabled', 'budget_tokens': 2048})
     """
 
     def __init__(
@@ -116,8 +132,10 @@ class AnthropicModel:
         timeout: float = 60.0,
         cache: bool = True,
         stream: bool = False,
+        thinking: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = model
+        self.thinking = _thinking_config(model, thinking)
         self.base_url = base_url
         self.timeout = timeout
         self.cache = cache
@@ -141,7 +159,27 @@ class AnthropicModel:
             args.append("cache=False")
         if self.stream:
             args.append("stream=True")
+        if self.thinking is not None:
+            args.append(f"thinking={self.thinking!r}")
         return f"AnthropicModel({', '.join(args)})"
+
+    def render(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` that `respond` sends for `request`.
+
+        Pure: no I/O, nothing changed. The API key and headers belong to the client and are
+        never in it; `stream` is there when the model streams (its body says so too).
+
+        Example:
+            >>> from thena_nb.core.model import ModelRequest
+            >>> from thena_nb.core.types import Message
+            >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
+            >>> AnthropicModel("claude-sonnet-4-5", cache=False).render(request)["messages"]
+            [{'role': 'user', 'content': [{'type': 'text', 'text': 'Hi'}]}]
+        """
+        params = request_params(request, model=self.name, cache=self.cache, thinking=self.thinking)
+        if self.stream:
+            params["stream"] = True
+        return params
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Send one request to the Messages API and return the reply.
@@ -158,10 +196,12 @@ class AnthropicModel:
             ModelError: Any other failure, e.g. a rejected request or a bad API key.
         """
         client = self._client_for_running_loop(request.agent)
-        params = request_params(request, model=self.name, cache=self.cache)
+        params = self.render(request)
         try:
-            if self.stream:
-                message = await _stream_message(client, params, request.on_text_delta)
+            if params.get("stream"):
+                # `messages.stream` is `messages.create(stream=True)` with the events assembled.
+                rest = {name: value for name, value in params.items() if name != "stream"}
+                message = await _stream_message(client, rest, request.on_text_delta)
             else:
                 message = await client.messages.create(**params)
         except (anthropic.AnthropicError, _http.TransportError, _IncompleteStream) as exc:
@@ -229,6 +269,31 @@ class AnthropicModel:
         )
 
 
+def _thinking_config(model: str, thinking: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if thinking is None:
+        return None
+    if not isinstance(thinking, Mapping) or not isinstance(thinking.get("type"), str):
+        raise ValueError(
+            f"AnthropicModel({model!r}): `thinking` must be a dict with a `type`, e.g. "
+            f"{{'type': 'enabled', 'budget_tokens': 2048}}; got {thinking!r}"
+        )
+    budget = thinking.get("budget_tokens")
+    if thinking["type"] == "enabled" and (
+        not isinstance(budget, int) or isinstance(budget, bool) or budget < 1
+    ):
+        raise ValueError(
+            f"AnthropicModel({model!r}): `thinking={{'type': 'enabled'}}` needs "
+            f"`budget_tokens`, a whole number of tokens below the agent's `max_tokens` "
+            f"(e.g. 2048); got {budget!r}"
+        )
+    return copy.deepcopy(dict(thinking))
+
+
+def _sends_reasoning(thinking: Mapping[str, Any] | None) -> bool:
+    """Whether requests carry the model's own reasoning blocks back."""
+    return thinking is not None and thinking.get("type") != "disabled"
+
+
 def _worth_retrying(headers: Mapping[str, str], status: int) -> bool:
     # The API says in `x-should-retry` whether a failed request is worth sending again.
     should_retry = headers.get("x-should-retry")
@@ -270,13 +335,21 @@ async def _stream_message(
 def _reply(message: anthropic.types.Message) -> Reply:
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Block] = []
     for block in message.content:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
             arguments = block.input if isinstance(block.input, dict) else {}
             calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+        elif block.type == "thinking":
+            thinking = {"type": "thinking", "thinking": block.thinking}
+            reasoning.append({**thinking, "signature": block.signature})
+        elif block.type == "redacted_thinking":
+            reasoning.append({"type": "redacted_thinking", "data": block.data})
     usage = message.usage
+    details = getattr(usage, "output_tokens_details", None)
+    thoughts = [block["thinking"] for block in reasoning if block["type"] == "thinking"]
     return Reply(
         text="".join(texts),
         tool_calls=calls,
@@ -285,13 +358,22 @@ def _reply(message: anthropic.types.Message) -> Reply:
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_input_tokens or 0,
         cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        reasoning="\n\n".join(thoughts) if thoughts else None,
+        reasoning_tokens=getattr(details, "thinking_tokens", None) or 0,
+        reasoning_blocks=reasoning,
     )
 
 
 # --- history to request --------------------------------------------------------------
 
 
-def request_params(request: ModelRequest, *, model: str, cache: bool = True) -> dict[str, Any]:
+def request_params(
+    request: ModelRequest,
+    *,
+    model: str,
+    cache: bool = True,
+    thinking: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The keyword arguments of `messages.create` for one request.
 
     Args:
@@ -299,15 +381,21 @@ def request_params(request: ModelRequest, *, model: str, cache: bool = True) -> 
         model: The model id.
         cache: Put `cache_control` breakpoints on the last tool, the system prompt and the
             last block of the history (three of the API's four).
+        thinking: The API's `thinking` setting; when on, the asking agent's own turns
+            carry their reasoning blocks back.
 
     Returns:
-        `model`, `max_tokens`, `messages`, and `system` and `tools` when there are any.
+        `model`, `max_tokens`, `messages`, and `system`, `tools` and `thinking` when there
+        are any.
     """
-    messages = map_history(request.messages, request.agent)
+    reasoning = _sends_reasoning(thinking)
+    messages = map_history(request.messages, request.agent, reasoning=reasoning)
     tools: list[Block] = [
         _tool_param(spec.name, spec.description, spec.parameters) for spec in request.tools
     ]
     params: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens}
+    if thinking is not None:
+        params["thinking"] = copy.deepcopy(dict(thinking))
     if request.system:
         system: Block = {"type": "text", "text": request.system}
         if cache:
@@ -324,18 +412,20 @@ def request_params(request: ModelRequest, *, model: str, cache: bool = True) -> 
 
 
 def _tool_param(name: str, description: str, schema: dict[str, Any]) -> Block:
-    tool: Block = {"name": name, "input_schema": schema}
+    tool: Block = {"name": name, "input_schema": copy.deepcopy(schema)}
     if description:
         tool["description"] = description
     return tool
 
 
-def map_history(history: Sequence[Message], agent: str) -> list[Block]:
+def map_history(history: Sequence[Message], agent: str, *, reasoning: bool = False) -> list[Block]:
     """The history as the `messages` of a request from `agent` that the API accepts.
 
     Args:
         history: The workflow's messages as the agent sees them.
         agent: The asking agent; assistant messages of others become attributed user text.
+        reasoning: Start each of the agent's own turns with its reasoning blocks
+            (`Message.reasoning_blocks`), as they came.
 
     Returns:
         Messages that start and end with `user`, alternate roles, and answer every
@@ -348,7 +438,7 @@ def map_history(history: Sequence[Message], agent: str) -> list[Block]:
             case "user":
                 segment = _map_user(message)
             case "assistant":
-                segment = _map_assistant(message, agent)
+                segment = _map_assistant(message, agent, reasoning=reasoning)
             case "tool":
                 segment = _map_tool(message, agent, calls)
         if segment[1]:
@@ -376,10 +466,11 @@ def _map_user(message: Message) -> tuple[Role, list[Block]]:
     return "user", _text_blocks(message.content)
 
 
-def _map_assistant(message: Message, agent: str) -> tuple[Role, list[Block]]:
+def _map_assistant(message: Message, agent: str, *, reasoning: bool) -> tuple[Role, list[Block]]:
     if not owns(message.agent, agent):
         return "user", _text_blocks(attributed_turn(message, arguments_json=_json))
-    return "assistant", _text_blocks(message.content) + [
+    thought = [dict(block) for block in message.reasoning_blocks] if reasoning else []
+    return "assistant", thought + _text_blocks(message.content) + [
         _tool_use(call) for call in native_calls(message)
     ]
 
@@ -396,7 +487,8 @@ def _map_tool(message: Message, agent: str, calls: CallsById) -> tuple[Role, lis
 
 
 def _tool_use(call: ToolCall) -> Block:
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+    arguments = copy.deepcopy(call.arguments)
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
 
 
 def _tool_result(call_id: str, content: str, *, is_error: bool) -> Block:
@@ -409,10 +501,17 @@ def _tool_result(call_id: str, content: str, *, is_error: bool) -> Block:
 
 
 def _merge(segments: list[tuple[Role, list[Block]]]) -> list[tuple[Role, list[Block]]]:
-    """Join same-role neighbours so that roles alternate."""
+    """Join same-role neighbours so that roles alternate.
+
+    A turn that starts with reasoning blocks must start its own message, so the continuation
+    prompt it answered goes back between it and the assistant message before it.
+    """
     merged: list[tuple[Role, list[Block]]] = []
     for role, blocks in segments:
-        if merged and merged[-1][0] == role:
+        if merged and merged[-1][0] == role == "assistant" and blocks[0]["type"] in _REASONING:
+            merged.append(("user", [_text(CONTINUE_PROMPT)]))
+            merged.append((role, list(blocks)))
+        elif merged and merged[-1][0] == role:
             merged[-1][1].extend(blocks)
         else:
             merged.append((role, list(blocks)))

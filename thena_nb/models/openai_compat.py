@@ -16,12 +16,22 @@ How the workflow's history goes on the wire:
   first, and one that ends with the agent's own answer gets `CONTINUE_PROMPT` last.
 
 The rules it shares with `AnthropicModel` are written once in `_wire`.
+
+The model's reasoning (a `reasoning_content` or `reasoning` field of the message or of the
+streamed deltas, as DeepSeek, vLLM, Ollama and LM Studio send it, and a leading
+`<think>…</think>` block in the content) becomes `Reply.reasoning`, never its text, and is
+not sent back.
+
+`OpenAICompatModel.render` is the one place a request becomes the keyword arguments of
+`chat.completions.create`; `respond` sends exactly what it returns.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
@@ -63,6 +73,7 @@ __all__ = [
     "ToolsMode",
     "map_history",
     "parse_arguments",
+    "split_leading_think",
 ]
 
 ToolsMode = Literal["auto", "prompt", "none"]
@@ -195,7 +206,7 @@ class OpenAICompatModel:
             TransientModelError: On 429, 5xx, a timeout or a dropped connection.
             ModelError: On any other API error.
         """
-        params = self.request_params(request)
+        params = self.render(request)
         with self._map_errors(request.agent):
             async with self._connection() as client:
                 if self.stream:
@@ -204,7 +215,23 @@ class OpenAICompatModel:
                 return self._reply(completion, request.agent)
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
-        """The keyword arguments of `chat.completions.create` for `request` (without the key)."""
+        """The same as `render`."""
+        return self.render(request)
+
+    def render(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `chat.completions.create` that `respond` sends.
+
+        Pure: no I/O, nothing changed. In `tools_mode="prompt"` the tool section is in the
+        system message. The API key belongs to the client and is never in it.
+
+        Example:
+            >>> from thena_nb.core.model import ModelRequest
+            >>> from thena_nb.core.types import Message
+            >>> model = OpenAICompatModel("qwen3:8b", base_url="http://localhost:11434/v1")
+            >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
+            >>> model.render(request)["messages"]
+            [{'role': 'user', 'content': 'Hi'}]
+        """
         native = self.tools_mode == "auto"
         system = request.system
         if self.tools_mode == "prompt" and request.tools:
@@ -455,7 +482,7 @@ def _tool_param(spec: ToolSpec) -> dict[str, Any]:
     function: dict[str, Any] = {"name": spec.name}
     if spec.description:
         function["description"] = spec.description
-    function["parameters"] = spec.parameters
+    function["parameters"] = copy.deepcopy(spec.parameters)
     return {"type": "function", "function": function}
 
 
@@ -476,12 +503,96 @@ def _reply_from_completion(completion: ChatCompletion) -> Reply:
         for n, tc in enumerate(message.tool_calls or [])
         if tc.type == "function"
     ]
+    thought, text = split_leading_think(message.content or "")
     return Reply(
-        text=message.content or "",
+        text=text,
         tool_calls=calls,
         finish_reason=choice.finish_reason,
+        reasoning=_joined(_reasoning_field(message), thought),
         **_usage(completion.usage),
     )
+
+
+# --- reasoning ---------------------------------------------------------------------------
+
+
+_THINK_OPEN = re.compile(r"\A\s*<(think|thinking)>")
+_THINK_TAGS = ("<think>", "<thinking>")
+
+
+def split_leading_think(content: str) -> tuple[str | None, str]:
+    """Split a leading `<think>…</think>` block off a reply's content.
+
+    A block left open holds the whole reply (it was cut off while thinking); a closing
+    `</think>` with no opening tag before it means the chat template opened the block in
+    the prompt, so the content starts inside it.
+
+    Returns:
+        The reasoning (`None` when there is none or it is blank) and the content without it
+        (`content` itself when there was no block).
+
+    Example:
+        >>> split_leading_think("<think>They want Lisbon.</think> Sunny in Lisbon.")
+        ('They want Lisbon.', 'Sunny in Lisbon.')
+        >>> split_leading_think("Plain answer.")
+        (None, 'Plain answer.')
+    """
+    opened = _THINK_OPEN.match(content)
+    if opened is not None:
+        closing = f"</{opened.group(1)}>"
+        end = content.find(closing, opened.end())
+        if end < 0:
+            return content[opened.end() :].strip() or None, ""
+        return content[opened.end() : end].strip() or None, content[end + len(closing) :].lstrip()
+    end = content.find("</think>")
+    if end >= 0 and "<think>" not in content[:end]:
+        return content[:end].strip() or None, content[end + len("</think>") :].lstrip()
+    return None, content
+
+
+def _reasoning_field(message: Any) -> str | None:
+    """The reasoning a server sent beside the content: `reasoning_content` (DeepSeek,
+    vLLM, LM Studio) or `reasoning` (Ollama, OpenRouter, newer vLLM)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _joined(*parts: str | None) -> str | None:
+    text = "\n\n".join(part.strip() for part in parts if part and part.strip())
+    return text or None
+
+
+class _ThinkFilter:
+    """Holds streamed text back while it may open, or is inside, a leading think block, so
+    that `on_text_delta` never shows reasoning written in the content."""
+
+    def __init__(self) -> None:
+        self.seen = ""
+        self.closing: str | None = None
+        self.done = False
+
+    def feed(self, piece: str) -> str:
+        """The part of `piece` to show as answer text ("" while held back)."""
+        if self.done:
+            return piece
+        self.seen += piece
+        if self.closing is None:
+            head = self.seen.lstrip()
+            if not head or any(tag.startswith(head) for tag in _THINK_TAGS):
+                return ""  # still could be the opening tag
+            opened = _THINK_OPEN.match(self.seen)
+            if opened is None:
+                self.done = True
+                return self.seen
+            self.closing = f"</{opened.group(1)}>"
+        end = self.seen.find(self.closing)
+        if end < 0:
+            return ""
+        self.done = True
+        return self.seen[end + len(self.closing) :].lstrip()
 
 
 def _tool_call(call_id: str | None, n: int, name: str | None, raw: str | None) -> ToolCall:
@@ -520,17 +631,20 @@ class _Usage(TypedDict, total=False):
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    reasoning_tokens: int
 
 
 def _usage(usage: Any) -> _Usage:
     if usage is None:
         return {}
     details = getattr(usage, "prompt_tokens_details", None)
+    completion = getattr(usage, "completion_tokens_details", None)
     return {
         "input_tokens": usage.prompt_tokens or 0,
         "output_tokens": usage.completion_tokens or 0,
         "cache_read_tokens": getattr(details, "cached_tokens", None) or 0,
         "cache_write_tokens": getattr(details, "cache_write_tokens", None) or 0,
+        "reasoning_tokens": getattr(completion, "reasoning_tokens", None) or 0,
     }
 
 
@@ -539,6 +653,8 @@ class _StreamedReply:
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.shown = _ThinkFilter()
         self.calls: dict[int, dict[str, str]] = {}
         self.finish_reason: str | None = None
         self.usage: Any = None
@@ -565,10 +681,14 @@ class _StreamedReply:
             if tc.function is not None:
                 call["name"] += tc.function.name or ""
                 call["arguments"] += tc.function.arguments or ""
+        thought = _reasoning_field(delta)
+        if thought:
+            self.reasoning.append(thought)
         piece = delta.content or ""
-        if piece:
-            self.text.append(piece)
-        return piece
+        if not piece:
+            return ""
+        self.text.append(piece)
+        return self.shown.feed(piece)
 
     def reply(self) -> Reply:
         """The assembled `Reply`."""
@@ -576,10 +696,12 @@ class _StreamedReply:
             _tool_call(c["id"], n, c["name"], c["arguments"])
             for n, c in enumerate(self.calls[i] for i in sorted(self.calls))
         ]
+        thought, text = split_leading_think("".join(self.text))
         return Reply(
-            text="".join(self.text),
+            text=text,
             tool_calls=calls,
             finish_reason=self.finish_reason,
+            reasoning=_joined("".join(self.reasoning), thought),
             **_usage(self.usage),
         )
 
