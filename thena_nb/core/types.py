@@ -16,6 +16,7 @@ from thena_nb.core import _html
 
 __all__ = [
     "Budget",
+    "HistorySpan",
     "HistoryView",
     "LoopFailure",
     "LoopStopReason",
@@ -23,6 +24,7 @@ __all__ = [
     "Messages",
     "RetryPolicy",
     "RunStatus",
+    "SentRequest",
     "ToolCall",
     "ToolCallSource",
     "ToolDecision",
@@ -217,6 +219,32 @@ Messages = Annotated[
 """A sequence of messages (a list or a `HistoryView`) that serialises as a JSON list."""
 
 
+HistorySpan = tuple[int, int]
+"""`(start, stop)`: the history messages at positions `start..stop-1`."""
+
+
+class SentRequest(BaseModel):
+    """What a turn's model was sent, kept by reference: `run.request_of(turn)` rebuilds it.
+
+    Messages the history processor passed on unchanged are spans of the history the turn
+    saw; a message it changed or added is kept as sent. The system prompt and the tool specs
+    are keys of `run.request_parts`, where each distinct value is kept once per run.
+    """
+
+    model_config = _FROZEN
+
+    messages: tuple[HistorySpan | Message, ...]
+    """The messages sent, in order: spans of the history the turn saw, or messages as sent."""
+    system: str
+    """The key of the system prompt in `run.request_parts`."""
+    tools: str
+    """The key of the list of tool specs in `run.request_parts`."""
+    max_tokens: int
+    moved: tuple[HistorySpan, ...] = ()
+    """`(start, by)` for each parallel block merge since: it moved the positions from `start`
+    on by `by` (a branch's turn sees the branch's own history; the run holds them merged)."""
+
+
 class Turn(BaseModel):
     """The full record of one turn: one model call and the tool calls it made."""
 
@@ -249,6 +277,9 @@ class Turn(BaseModel):
     request_key: str | None = None
     """A fingerprint of what the model was asked (agent, prompt, tools and history); replay
     reuses a recorded turn only while the new run's request has the same key."""
+    request: SentRequest | None = None
+    """What the model was sent, by reference (`run.request_of(turn)` gives it in full);
+    `None` for turns recorded before requests were kept."""
     replayed: bool = False
     """The reply and tool results were taken from a recorded run: no model call and no tool
     call was made. Usage still counts it, so that a replay reproduces budget stops."""
