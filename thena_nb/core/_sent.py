@@ -14,18 +14,21 @@ branch turn how it moved the positions (`SentRequest.moved`), and `resolve` appl
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core._replay import blake
 from thena_nb.core.model import ModelRequest, ToolSpec
-from thena_nb.core.types import HistorySpan, HistoryView, Message, SentRequest, Turn, construct
+from thena_nb.core.types import HistorySpan, HistoryView, Message, SentRequest, Turn
 
 if TYPE_CHECKING:
     from thena_nb.core.agent import Agent
 
 __all__ = ["capture", "kept", "moved", "rebuild", "resolve"]
 
+_new = object.__new__
+_set = object.__setattr__
 _CACHE = "_sent_parts"
 """Where an agent keeps its parts' keys: `(system, specs, system_key, tools_key, tools)`."""
 
@@ -64,14 +67,14 @@ def capture(
         spans: tuple[HistorySpan | Message, ...] = ((0, len(messages)),)
     else:
         spans = _spans(messages, history)
-    values = {
-        "messages": spans,
-        "system": system,
-        "tools": tools,
-        "max_tokens": sent.max_tokens,
-        "moved": (),
-    }
-    return construct(SentRequest, values)
+    # Built without validation: this runs once per turn and every value is known good.
+    record = _new(SentRequest)
+    _set(record, "messages", spans)
+    _set(record, "system", system)
+    _set(record, "tools", tools)
+    _set(record, "max_tokens", sent.max_tokens)
+    _set(record, "moved", ())
+    return record
 
 
 def _spans(
@@ -118,13 +121,13 @@ def kept(recorded: Turn, source: Mapping[str, Any], parts: dict[str, Any]) -> Se
         if key not in parts and key in source:
             parts[key] = source[key]
     if request.moved:
-        request = request.model_copy(update={"moved": ()})
+        request = dataclasses.replace(request, moved=())
     return request
 
 
 def moved(request: SentRequest, start: int, by: int) -> SentRequest:
     """`request` once a merge has moved the positions from `start` on by `by`."""
-    return request.model_copy(update={"moved": (*request.moved, (start, by))})
+    return dataclasses.replace(request, moved=(*request.moved, (start, by)))
 
 
 def _moved_spans(request: SentRequest) -> list[HistorySpan | Message]:

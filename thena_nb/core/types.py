@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from thena_nb.core import _html
 
@@ -223,15 +224,17 @@ HistorySpan = tuple[int, int]
 """`(start, stop)`: the history messages at positions `start..stop-1`."""
 
 
-class SentRequest(BaseModel):
+@pydantic_dataclass(
+    frozen=True, slots=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True)
+)
+class SentRequest:
     """What a turn's model was sent, kept by reference: `run.request_of(turn)` rebuilds it.
 
     Messages the history processor passed on unchanged are spans of the history the turn
     saw; a message it changed or added is kept as sent. The system prompt and the tool specs
-    are keys of `run.request_parts`, where each distinct value is kept once per run.
+    are keys of `run.request_parts`, where each distinct value is kept once per run. (A
+    slotted dataclass: one is kept per turn, and it holds no dictionary.)
     """
-
-    model_config = _FROZEN
 
     messages: tuple[HistorySpan | Message, ...]
     """The messages sent, in order: spans of the history the turn saw, or messages as sent."""
