@@ -42,9 +42,6 @@ def _part_key(kind: str, data: str) -> str:
 def _parts_of(agent: Agent, sent: ModelRequest) -> tuple[Any, ...]:
     """The keys of the agent's system prompt and tool specs, computed once per agent (its
     prompt and tools never change; a changed `sent` value is keyed again)."""
-    cached = agent.__dict__.get(_CACHE)
-    if cached is not None and cached[0] is sent.system and cached[1] is sent.tools:
-        return cached
     tools = [spec.model_dump(mode="json") for spec in sent.tools]
     specs = "\x1e".join(spec.model_dump_json() for spec in sent.tools)
     cached = (sent.system, sent.tools, _part_key("s", sent.system), _part_key("t", specs), tools)
@@ -57,14 +54,17 @@ def capture(
 ) -> SentRequest:
     """The record of `sent`, made from `history` (the history the turn saw); adds the
     system prompt and tool specs to `parts` when they are new."""
-    _, _, system, tools, specs = _parts_of(agent, sent)
+    cached = agent.__dict__.get(_CACHE)
+    if cached is None or cached[0] is not sent.system or cached[1] is not sent.tools:
+        cached = _parts_of(agent, sent)
+    _, _, system, tools, specs = cached
     if system not in parts:
         parts[system] = sent.system
     if tools not in parts:
         parts[tools] = specs
     messages = sent.messages
     if type(messages) is HistoryView and messages._items is history:
-        spans: tuple[HistorySpan | Message, ...] = ((0, len(messages)),)
+        spans: tuple[HistorySpan | Message, ...] = ((0, messages._length),)
     else:
         spans = _spans(messages, history)
     # Built without validation: this runs once per turn and every value is known good.
