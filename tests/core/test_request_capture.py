@@ -358,3 +358,22 @@ def test_a_stored_request_grows_with_the_history_only_by_its_processor(tmp_path:
     run = wf.run("go", store=False)
     sizes = [len(t.model_dump_json(include={"request"})) for t in run.turns]
     assert max(sizes) - min(sizes) <= 4 and max(sizes) < 140, (min(sizes), max(sizes))
+
+
+def test_a_resumed_run_keeps_the_requests_of_the_stored_turns(tmp_path: Path) -> None:
+    replies: list[Any] = [reply.tool("add", a=1, b=1), reply.error(RuntimeError("down"))]
+    failing = ScriptedModel(replies)
+    calc = Agent("Calc", model=failing, tools=[add], system="Add.")
+    wf = Workflow("sums", [loop(steps=[calc], until=until_answered)])
+    with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
+        with pytest.raises(RuntimeError):
+            wf.run("go", store=store, run_id="cut")
+        working = ScriptedModel([reply.tool("add", a=1, b=1), reply.tool("add", a=2, b=2), "4"])
+        fixed = Workflow("sums", [loop(steps=[calc.replace(model=working)], until=until_answered)])
+        resumed = fixed.resume("cut", store=store)
+        loaded = store.load("cut")
+    assert [t.replayed for t in resumed.turns] == [True, False, False, False]
+    stored = [sent(loaded.request_of(t)) for t in loaded.turns]
+    assert stored == sent_to(failing)[:1] + sent_to(working)
+    assert stored == [sent(resumed.request_of(t)) for t in resumed.turns]
+    assert loaded.request_parts == resumed.request_parts
