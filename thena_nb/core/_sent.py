@@ -14,7 +14,6 @@ branch turn how it moved the positions (`SentRequest.moved`), and `resolve` appl
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["capture", "kept", "moved", "rebuild", "resolve"]
 
-_new = object.__new__
-_set = object.__setattr__
+_tuple_new = tuple.__new__
 _CACHE = "_sent_parts"
 """Where an agent keeps its parts' keys: `(system, specs, system_key, tools_key, tools)`."""
 
@@ -68,13 +66,7 @@ def capture(
     else:
         spans = _spans(messages, history)
     # Built without validation: this runs once per turn and every value is known good.
-    record = _new(SentRequest)
-    _set(record, "messages", spans)
-    _set(record, "system", system)
-    _set(record, "tools", tools)
-    _set(record, "max_tokens", sent.max_tokens)
-    _set(record, "moved", ())
-    return record
+    return _tuple_new(SentRequest, (spans, system, tools, sent.max_tokens, ()))
 
 
 def _spans(
@@ -121,13 +113,13 @@ def kept(recorded: Turn, source: Mapping[str, Any], parts: dict[str, Any]) -> Se
         if key not in parts and key in source:
             parts[key] = source[key]
     if request.moved:
-        request = dataclasses.replace(request, moved=())
+        request = request._replace(moved=())
     return request
 
 
 def moved(request: SentRequest, start: int, by: int) -> SentRequest:
     """`request` once a merge has moved the positions from `start` on by `by`."""
-    return dataclasses.replace(request, moved=(*request.moved, (start, by)))
+    return request._replace(moved=(*request.moved, (start, by)))
 
 
 def _moved_spans(request: SentRequest) -> list[HistorySpan | Message]:

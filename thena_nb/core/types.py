@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar, overload
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
-from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from thena_nb.core import _html
 
@@ -224,28 +223,28 @@ HistorySpan = tuple[int, int]
 """`(start, stop)`: the history messages at positions `start..stop-1`."""
 
 
-@pydantic_dataclass(
-    frozen=True, slots=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True)
-)
-class SentRequest:
+class SentRequest(NamedTuple):
     """What a turn's model was sent, kept by reference: `run.request_of(turn)` rebuilds it.
 
-    Messages the history processor passed on unchanged are spans of the history the turn
-    saw; a message it changed or added is kept as sent. The system prompt and the tool specs
-    are keys of `run.request_parts`, where each distinct value is kept once per run. (A
-    slotted dataclass: one is kept per turn, and it holds no dictionary.)
+    `messages`: the messages sent, in order: spans of the history the turn saw for the ones
+    the history processor passed on unchanged, and each message it changed or added as
+    sent. `system` and `tools`: the keys of the system prompt and of the list of tool specs
+    in `run.request_parts`, where each distinct value is kept once per run. `moved`:
+    `(start, by)` for each parallel block merge since, which moved the positions from
+    `start` on by `by` (a branch's turn sees the branch's own history; the run holds the
+    branches merged). A named tuple, validated by pydantic and written as a JSON object:
+    one is kept per turn, and it costs one small allocation.
     """
 
     messages: tuple[HistorySpan | Message, ...]
-    """The messages sent, in order: spans of the history the turn saw, or messages as sent."""
     system: str
-    """The key of the system prompt in `run.request_parts`."""
     tools: str
-    """The key of the list of tool specs in `run.request_parts`."""
     max_tokens: int
     moved: tuple[HistorySpan, ...] = ()
-    """`(start, by)` for each parallel block merge since: it moved the positions from `start`
-    on by `by` (a branch's turn sees the branch's own history; the run holds them merged)."""
+
+
+def _sent_fields(request: SentRequest) -> dict[str, Any]:
+    return request._asdict()
 
 
 class Turn(BaseModel):
@@ -280,7 +279,7 @@ class Turn(BaseModel):
     request_key: str | None = None
     """A fingerprint of what the model was asked (agent, prompt, tools and history); replay
     reuses a recorded turn only while the new run's request has the same key."""
-    request: SentRequest | None = None
+    request: Annotated[SentRequest, PlainSerializer(_sent_fields)] | None = None
     """What the model was sent, by reference (`run.request_of(turn)` gives it in full);
     `None` for turns recorded before requests were kept."""
     replayed: bool = False
