@@ -28,7 +28,8 @@ __all__ = ["capture", "kept", "moved", "rebuild", "resolve"]
 
 _tuple_new = tuple.__new__
 _CACHE = "_sent_parts"
-"""Where an agent keeps its parts' keys: `(system, specs, system_key, tools_key, tools)`."""
+"""Where an agent keeps its parts' keys: `[system, specs, system_key, tools_key, tools,
+table]`, `table` the last run's `request_parts` they were added to."""
 
 
 def _part_key(kind: str, data: str) -> str:
@@ -37,12 +38,13 @@ def _part_key(kind: str, data: str) -> str:
     return f"{kind}{h.hexdigest()[:16]}"
 
 
-def _parts_of(agent: Agent, sent: ModelRequest) -> tuple[Any, ...]:
+def _parts_of(agent: Agent, sent: ModelRequest) -> list[Any]:
     """The keys of the agent's system prompt and tool specs, computed once per agent (its
     prompt and tools never change; a changed `sent` value is keyed again)."""
     tools = [spec.model_dump(mode="json") for spec in sent.tools]
     specs = "\x1e".join(spec.model_dump_json() for spec in sent.tools)
-    cached = (sent.system, sent.tools, _part_key("s", sent.system), _part_key("t", specs), tools)
+    cached: list[Any] = [sent.system, sent.tools, _part_key("s", sent.system)]
+    cached += [_part_key("t", specs), tools, None]  # None: the last run's table that got them
     agent.__dict__[_CACHE] = cached  # not `setattr`: that would reset the agent's key
     return cached
 
@@ -52,21 +54,24 @@ def capture(
 ) -> SentRequest:
     """The record of `sent`, made from `history` (the history the turn saw); adds the
     system prompt and tool specs to `parts` when they are new."""
+    asked = sent.__dict__  # plain reads: this runs once per turn
     cached = agent.__dict__.get(_CACHE)
-    if cached is None or cached[0] is not sent.system or cached[1] is not sent.tools:
+    if cached is None or cached[0] is not asked["system"] or cached[1] is not asked["tools"]:
         cached = _parts_of(agent, sent)
-    _, _, system, tools, specs = cached
-    if system not in parts:
-        parts[system] = sent.system
-    if tools not in parts:
-        parts[tools] = specs
-    messages = sent.messages
+    system, tools = cached[2], cached[3]
+    if cached[5] is not parts:  # a run's table gets the agent's parts once
+        if system not in parts:
+            parts[system] = asked["system"]
+        if tools not in parts:
+            parts[tools] = cached[4]
+        cached[5] = parts
+    messages = asked["messages"]
     if type(messages) is HistoryView and messages._items is history:
         spans: tuple[HistorySpan | Message, ...] = ((0, messages._length),)
     else:
         spans = _spans(messages, history)
     # Built without validation: this runs once per turn and every value is known good.
-    return _tuple_new(SentRequest, (spans, system, tools, sent.max_tokens, ()))
+    return _tuple_new(SentRequest, (spans, system, tools, asked["max_tokens"], ()))
 
 
 def _spans(
