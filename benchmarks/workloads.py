@@ -331,17 +331,9 @@ def _memory_loop(n: int, text_chars: int) -> tuple[Workflow, ScriptedModel]:
     return wf, model
 
 
-def w5(*, quick: bool, turns: int = 10_000, text_chars: int = 200) -> dict[str, Any]:
-    """W5: bytes kept per recorded turn of a `turns`-turn run, beyond the model's own text.
-
-    The script (every reply and its text) is built before tracing starts, so the model's
-    text is not counted; what is counted is everything the run allocated and still holds
-    once it has finished: history messages, turns, tool calls and results, the report tree.
-    The scripted model's own log of requests is dropped before the count (a real model
-    keeps none).
-    """
-    small, _ = _memory_loop(20, text_chars)
-    asyncio.run(small.arun("go", store=False))  # warm-up: lazy imports and schema caches
+def _kept_bytes(turns: int, text_chars: int) -> tuple[float, float, float]:
+    """Bytes per turn a finished `turns`-turn run holds beyond its script (the model's
+    text), its peak, and the scripted model's request log per turn."""
     wf, model = _memory_loop(turns, text_chars)
     gc.collect()
     tracemalloc.start()
@@ -356,24 +348,82 @@ def w5(*, quick: bool, turns: int = 10_000, text_chars: int = 200) -> dict[str, 
     finally:
         tracemalloc.stop()
     assert run.usage.model_calls == turns and len(run.turns) == turns, run.usage
-    per_turn = (kept - base) / turns
+    assert all(t.request is not None for t in run.turns)  # each turn keeps what was sent
+    return (kept - base) / turns, (peak - base) / turns, (with_log - kept) / turns
+
+
+def _store_bytes(turns: int, text_chars: int) -> float:
+    """Bytes per turn of an SQLite store file holding one finished `turns`-turn run."""
+    from thena_nb.store import SqliteRunStore
+
+    wf, _ = _memory_loop(turns, text_chars)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runs.sqlite3"
+        with SqliteRunStore.from_path(path) as store:
+            run = wf.run("go", store=store)
+            loaded = store.load(run.run_id)
+        assert loaded.request_of(turns - 1) == run.request_of(turns - 1)
+        size = sum(p.stat().st_size for p in Path(tmp).iterdir())
+    return size / turns
+
+
+def w5(
+    *, quick: bool, turns: int = 10_000, text_chars: int = 200, store_turns: int = 2_000
+) -> dict[str, Any]:
+    """W5: bytes kept per recorded turn of a `turns`-turn run, beyond the model's own text;
+    the same at `store_turns` turns, and the SQLite file's bytes per turn there.
+
+    The script (every reply and its text) is built before tracing starts, so the model's
+    text is not counted; what is counted is everything the run allocated and still holds
+    once it has finished: history messages, turns (with the record of what each model was
+    sent), tool calls and results, the report tree. The scripted model's own log of
+    requests is dropped before the count (a real model keeps none). The store file holds
+    the model's text three times (the turn, its messages, the final history), so its
+    figure beyond the text subtracts `3 * text_chars` per turn.
+    """
+    small, _ = _memory_loop(20, text_chars)
+    asyncio.run(small.arun("go", store=False))  # warm-up: lazy imports and schema caches
+    per_turn, peak, log = _kept_bytes(turns, text_chars)
+    at_store_turns, _, _ = _kept_bytes(store_turns, text_chars)
+    store = _store_bytes(store_turns, text_chars)
+    beyond = store - 3 * text_chars
     return {
         "workload": "W5",
         "title": f"memory per recorded turn ({turns:,} turns)",
         "turns": turns,
         "model_text_chars_per_turn": text_chars,
         "bytes_per_turn": per_turn,
-        "peak_bytes_per_turn": (peak - base) / turns,
-        "request_log_bytes_per_turn": (with_log - kept) / turns,
+        "peak_bytes_per_turn": peak,
+        "request_log_bytes_per_turn": log,
+        "store_turns": store_turns,
+        "bytes_per_turn_at_store_turns": at_store_turns,
+        "store_bytes_per_turn": store,
+        "store_bytes_per_turn_beyond_text": beyond,
         "checks": [
             {
                 "target": "under 4 KB per recorded turn beyond the model's text",
                 "value": per_turn,
                 "limit": 4096.0,
                 "ok": per_turn < 4096,
-            }
+            },
+            {
+                "target": f"N={store_turns:,}: under 4 KB per recorded turn beyond the text",
+                "value": at_store_turns,
+                "limit": 4096.0,
+                "ok": at_store_turns < 4096,
+            },
+            {
+                "target": f"N={store_turns:,}: SQLite file under 4 KB per turn beyond the text",
+                "value": beyond,
+                "limit": 4096.0,
+                "ok": beyond < 4096,
+            },
         ],
-        "notes": ["the scripted model's request log is not counted"],
+        "notes": [
+            "the scripted model's request log is not counted",
+            f"SQLite file: {store:,.0f} B per turn in all, {3 * text_chars} B of it the "
+            f"model's text (kept three times)",
+        ],
     }
 
 

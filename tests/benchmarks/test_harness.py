@@ -81,6 +81,10 @@ def test_w2_and_w5_figures(report: dict[str, Any]) -> None:
     assert w5["turns"] == 10_000
     assert w5["bytes_per_turn"] > 0 and w5["peak_bytes_per_turn"] >= w5["bytes_per_turn"]
     assert w5["checks"][0]["limit"] == 4096.0
+    # With what each model was sent kept on its turn, at 2,000 turns, in memory and in SQLite.
+    assert w5["store_turns"] == 2_000 and w5["bytes_per_turn_at_store_turns"] > 0
+    assert w5["store_bytes_per_turn"] > w5["store_bytes_per_turn_beyond_text"] > 0
+    assert [c["limit"] for c in w5["checks"]] == [4096.0] * 3
 
 
 def test_rejects_an_unknown_workload() -> None:

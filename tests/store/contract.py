@@ -279,3 +279,26 @@ def test_the_same_run_id_again_replaces_the_stale_turns(store: RunStore) -> None
     loaded = store.load("same")
     assert loaded.input == "second" and len(loaded.turns) == 1 and loaded.output == "only"
     assert loaded.states == {} and [r["turns"] for r in store.list_runs()] == [1]
+
+
+@pytest.mark.anyio
+async def test_what_each_model_was_sent_loads_with_its_turn(
+    store: RunStore, reader: RunStore
+) -> None:
+    """`run.request_of(turn)` of a loaded run is what the live run gives, mid-run too: the
+    system prompts and tool specs a turn's request refers to are stored with it."""
+    session = review().session("go", store=store)
+    for _ in range(3):  # the parallel block's two branch turns, then the next turn
+        await session.step()
+    live = session.result
+    assert len(live.turns) == 3
+    mid = reader.load(live.run_id)
+    assert [mid.request_of(t) for t in range(3)] == [live.request_of(t) for t in range(3)]
+    await session.run()
+    loaded = reader.load(live.run_id)
+    assert loaded.request_parts == live.request_parts and len(live.request_parts) == 3
+    sent = [loaded.request_of(t) for t in range(len(loaded.turns))]
+    assert sent == [live.request_of(t) for t in range(len(live.turns))]
+    assert [m.content for m in sent[1].messages] == ["go"]  # a branch saw the block's start
+    assert [t.name for t in sent[-1].tools] == ["note", "fail", "secret"]
+    assert len(sent[-1].messages) == len(live.history) - 1

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, assert_never
 
-from thena_nb.core import _observe
+from thena_nb.core import _observe, _sent
 from thena_nb.core._run_state import LoopFrame, Position, Scope
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._turn import may_pause, take_turn
@@ -16,6 +16,7 @@ from thena_nb.core.events import event
 from thena_nb.core.report import ReportNode, new_node
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
 from thena_nb.core.stopping import call_condition
+from thena_nb.core.types import Turn
 
 __all__ = ["run_steps"]
 
@@ -220,12 +221,13 @@ async def _merge(
         scope = here.scope
         own_turns = scope.turns[scope.base_turns :]
         shift = len(parent.turns) - scope.base_turns
+        moved_by = len(parent.history) - scope.base_messages  # where its messages will go
         remap: dict[int, int] = {}
         for turn, added in zip(own_turns, scope.added, strict=True):
             new_index = turn.index + shift
             remap[turn.index] = new_index
-            if shift:
-                turn = turn.model_copy(update={"index": new_index})
+            if shift or moved_by:
+                turn = _merged(turn, new_index, scope.base_messages, moved_by)
             parent.turns.append(turn)
             if at.top_level:
                 await at.control.record(turn, at.ctx.state, added)
@@ -245,6 +247,15 @@ async def _merge(
         ctx.turn = last.turn
         ctx.last_loop_stop_reason = last.last_loop_stop_reason
     return ran
+
+
+def _merged(turn: Turn, index: int, base: int, by: int) -> Turn:
+    """A branch's turn as the run keeps it: at its merged index, and with its request's
+    history positions from `base` on (the branch's own messages) moved by `by`."""
+    update: dict[str, Any] = {"index": index}
+    if by and turn.request is not None:
+        update["request"] = _sent.moved(turn.request, base, by)
+    return turn.model_copy(update=update)
 
 
 async def run_loop(step: LoopStep, at: Position, node: ReportNode) -> bool:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from thena_nb.core import _observe, _portals
+from thena_nb.core import _observe, _portals, _sent
 from thena_nb.core._run_state import LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._tool_sources import for_turn
@@ -40,6 +40,7 @@ from thena_nb.core.types import (
     HistoryView,
     LoopFailure,
     Message,
+    SentRequest,
     ToolCall,
     Turn,
     TurnInfo,
@@ -64,7 +65,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     started_at, t0 = datetime.now(UTC), time.perf_counter()
     at.in_call = True  # what `Session.stop()` cancels
     try:
-        reply, attempts = await model(agent, at, node.path, recorded)
+        reply, attempts, sent = await model(agent, at, node.path, recorded)
     except asyncio.CancelledError:
         stopped_during_call(control)
         raise
@@ -82,7 +83,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     try:
         if proposed and (agent._gated or control.gates):
             timing = (started_at, time.perf_counter() - t0, attempts)
-            proposed = await decided(agent, at, node.path, key, recorded, reply, proposed, timing)
+            asked = (key, sent)
+            proposed = await decided(agent, at, node.path, asked, recorded, reply, proposed, timing)
         done = await tools(agent, at, proposed, recorded)
     except Halt:
         del history[first:]  # stopped (or waiting) before its tools ran: the turn is not recorded
@@ -92,7 +94,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
         _restore_state(at.ctx.state, control.replay.state_after(len(at.scope.turns)))
     failures = _count_failures(at.loops, done)  # S10: each open loop's streak after the calls
     timing = (started_at, time.perf_counter() - t0, attempts)
-    turn = _turn(agent, at, node.path, key, recorded, reply, done, timing)
+    turn = _turn(agent, at, node.path, (key, sent), recorded, reply, done, timing)
     if _observe.observer is not None:
         _observe.observer.turn_finished(node, turn)
     return await record(agent, at, node, turn, done, first, failures)
@@ -163,6 +165,7 @@ def model_request(
             "messages": messages,
             "tools": agent._specs,
             "max_tokens": agent.max_tokens,
+            "model": getattr(agent.model, "name", ""),
             "on_text_delta": on_text_delta,
         },
     )
@@ -171,21 +174,29 @@ def model_request(
 # -- model -----------------------------------------------------------------------------------
 
 
-async def model(agent: Agent, at: Position, path: str, recorded: Turn | None) -> tuple[Reply, int]:
-    """The model's reply and the attempts it took; a recorded reply costs no call."""
+async def model(
+    agent: Agent, at: Position, path: str, recorded: Turn | None
+) -> tuple[Reply, int, SentRequest | None]:
+    """The model's reply, the attempts it took and the record of what it was sent; a
+    recorded reply costs no call and keeps the recorded request."""
     control = at.control
-    usage = control.run.usage
+    run = control.run
+    usage = run.usage
     if recorded is not None:
         # Usage describes the run's content, so a replay reproduces budget stops exactly;
         # `turn.replayed` (and `attempts == 0`) tells that no call was made.
         usage.__dict__["model_calls"] += 1
         reply, attempts = _recorded_reply(recorded), 0
+        source = control.replay.recorded.request_parts if control.replay is not None else {}
+        asked = _sent.kept(recorded, source, run.request_parts)
     else:
         on_delta = _announce(control, path, agent.name) if control.subscribers else None
-        sent = model_request(agent, at.scope.history, on_delta)
+        history = at.scope.history
+        sent = model_request(agent, history, on_delta)
+        asked = _sent.capture(agent, sent, history, run.request_parts)
         reply, attempts = await call_model(agent.model, sent, control)
     usage.add(reply)
-    return reply, attempts
+    return reply, attempts, asked
 
 
 def _announce(control: RunControl, path: str, agent: str) -> Callable[[str], None]:
@@ -309,7 +320,7 @@ async def decided(
     agent: Agent,
     at: Position,
     path: str,
-    key: str,
+    asked: tuple[str, SentRequest | None],
     recorded: Turn | None,
     reply: Reply,
     proposed: list[ToolCall],
@@ -326,7 +337,7 @@ async def decided(
     try:
         return await hold(agent, at, path, proposed, recorded)
     except Waiting as wait:
-        wait.turn = _turn(agent, at, path, key, recorded, reply, proposed, timing)
+        wait.turn = _turn(agent, at, path, asked, recorded, reply, proposed, timing)
         raise
 
 
@@ -459,15 +470,17 @@ def _turn(
     agent: Agent,
     at: Position,
     path: str,
-    key: str,
+    asked: tuple[str, SentRequest | None],
     recorded: Turn | None,
     reply: Reply,
     done: list[ToolCall],
     timing: tuple[datetime, float, int],
 ) -> Turn:
-    """The turn's record (`consecutive_fails`: the innermost loop's streak, counted first)."""
+    """The turn's record (`consecutive_fails`: the innermost loop's streak, counted first);
+    `asked`: the request key and the record of what the model was sent."""
     inner = at.loops[-1] if at.loops else None
     started_at, duration_s, attempts = timing
+    key, sent = asked
     return construct(
         Turn,
         {
@@ -490,6 +503,7 @@ def _turn(
             "started_at": started_at,
             "duration_s": duration_s,
             "request_key": key,
+            "request": sent,
             "replayed": recorded is not None and _served(at),
             "reasoning": reply.reasoning,
             "reasoning_tokens": reply.reasoning_tokens,

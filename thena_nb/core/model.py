@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from thena_nb.core.types import Messages, ToolCall
 
-__all__ = ["Model", "ModelRequest", "Reply", "ToolSpec"]
+__all__ = ["Model", "ModelRequest", "Reply", "ToolSpec", "render_request"]
 
 
 class ToolSpec(BaseModel):
@@ -36,6 +36,8 @@ class ModelRequest(BaseModel):
     messages: Messages = Field(default_factory=list)
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 1024
+    model: str = ""
+    """The name of the model it is sent to (`Model.name`); an adapter calls its own model."""
     on_text_delta: Callable[[str], None] | None = Field(default=None, exclude=True, repr=False)
     """Streaming adapters call this with each piece of text as it arrives."""
 
@@ -66,6 +68,10 @@ class Model(Protocol):
 
     Raise `TransientModelError` for a failure worth retrying; the executor retries it and
     records every attempt. Any other exception is final.
+
+    A model may also have `render(request) -> dict`: what it puts on the wire for a request
+    (no key or auth header in it), which `run.wire_request_of(turn)` shows. It is optional
+    and not part of the protocol; without it `render_request` is used.
     """
 
     name: str
@@ -73,3 +79,22 @@ class Model(Protocol):
     async def respond(self, request: ModelRequest) -> Reply:
         """Answer one request."""
         ...
+
+
+def render_request(request: ModelRequest) -> dict[str, Any]:
+    """The wire form of a request for a model with no `render` of its own (offline models):
+    the messages, the system prompt and the tool specs as JSON data.
+
+    Example:
+        >>> from thena_nb.core.types import Message
+        >>> request = ModelRequest(agent="A", system="Be brief.",
+        ...                        messages=[Message(role="user", content="hi")])
+        >>> wire = render_request(request)
+        >>> wire["system"], wire["messages"][0]["content"], wire["tools"]
+        ('Be brief.', 'hi', [])
+    """
+    return {
+        "messages": [m.model_dump(mode="json") for m in request.messages],
+        "system": request.system,
+        "tools": [spec.model_dump(mode="json") for spec in request.tools],
+    }

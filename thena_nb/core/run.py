@@ -11,10 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from thena_nb.core import _portals
+from thena_nb.core import _portals, _sent
 from thena_nb.core.diff import RunDiff
 from thena_nb.core.gates import PendingCall, pending_from_json, pending_json
+from thena_nb.core.model import ModelRequest, render_request
 from thena_nb.core.report import ReportNode
+from thena_nb.core.steps import walk
 from thena_nb.core.types import LoopStopReason, Message, RunStatus, Turn, TurnInfo, Usage
 from thena_nb.core.what_if import WhatIf, what_if
 
@@ -110,6 +112,10 @@ class Run:
         self.pending_turn: Turn | None = None
         """A waiting run's waiting turn: its model reply and its calls as the model made them
         (not yet in `turns`); resume goes on from it without calling the model again."""
+
+        self.request_parts: dict[str, Any] = {}
+        """The system prompts and tool-spec lists the turns' requests refer to, each distinct
+        value once, by key (`SentRequest.system`, `SentRequest.tools`); JSON-ready."""
 
     @property
     def turn_infos(self) -> list[TurnInfo]:
@@ -272,6 +278,94 @@ class Run:
         """
         return RunDiff(self, other)
 
+    def request_of(self, turn: Turn | int) -> ModelRequest:
+        """What the model was sent for `turn` (a `Turn` of this run or its index): the system
+        prompt, the tool specs, the messages exactly as sent after the agent's history
+        processor, `max_tokens` and the model's name. Works during the run, after it and on
+        a run loaded from a store.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> agent = Agent("Greeter", model=ScriptedModel(["Hello!"]), system="Be warm.")
+            >>> run = Workflow("hello", [agent]).run("hi", store=False)
+            >>> sent = run.request_of(0)
+            >>> sent.system, [m.content for m in sent.messages], sent.model
+            ('Be warm.', ['hi'], 'scripted')
+
+        Raises:
+            ValueError: The turn is not in this run, or has no recorded request.
+        """
+        return _sent.rebuild(self._turn_at(turn), self.history, self.request_parts)
+
+    def wire_request_of(self, turn: Turn | int, *, model: Any = None) -> dict[str, Any]:
+        """What the model adapter put on the wire for `turn`: its `render(request)` of
+        `request_of(turn)` (for `AnthropicModel` the keyword arguments of `messages.create`,
+        for `OpenAICompatModel` those of `chat.completions.create`; never a key or auth
+        header), or, for a model without `render` (offline models), `render_request`'s
+        `{"messages": [...], "system": ..., "tools": [...]}`.
+
+        Args:
+            turn: A `Turn` of this run or its index.
+            model: The model to render with; by default the model of the turn's agent in
+                `run.workflow`.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> wf = Workflow("w", [Agent("A", model=ScriptedModel(["ok"]))])
+            >>> run = wf.run("hi", store=False)
+            >>> run.wire_request_of(0)["messages"][0]["content"]
+            'hi'
+
+        Raises:
+            ValueError: The run has no workflow (loaded from a store) and no `model=` was
+                given, or the workflow has no agent that took this turn.
+        """
+        picked = self._turn_at(turn)
+        request = self.request_of(picked)
+        if model is None:
+            model = self._model_of(picked)
+        render = getattr(model, "render", None)
+        wire = render(request) if render is not None else render_request(request)
+        return dict(wire)
+
+    def _turn_at(self, turn: Turn | int) -> Turn:
+        if isinstance(turn, Turn):
+            index = turn.index
+            if index < len(self.turns) and self.turns[index] is turn:
+                return turn
+            if index < len(self.turns) and self.turns[index] == turn:
+                return self.turns[index]
+            raise ValueError(f"turn {index} is not a turn of run {self.run_id!r}")
+        if isinstance(turn, bool) or not isinstance(turn, int):
+            raise TypeError(f"`turn` must be a Turn or a turn index, got {turn!r}")
+        if not 0 <= turn < len(self.turns):
+            raise ValueError(
+                f"run {self.run_id!r} has turns 0 to {len(self.turns) - 1}, not turn {turn}"
+            )
+        return self.turns[turn]
+
+    def _model_of(self, turn: Turn) -> Any:
+        """The model of the agent that took `turn`, found in `run.workflow`."""
+        wf = self.workflow
+        if wf is None:
+            raise ValueError(
+                f"run {self.run_id!r} has no workflow (it was loaded from a store); pass "
+                f"`model=` to render its requests"
+            )
+        agents = [(p, s) for p, s in walk(wf.steps, wf.name) if getattr(s, "kind", "") == "agent"]
+        for path, step in agents:
+            if path == turn.step_path:
+                return step.model
+        for _, step in agents:
+            if step.name == turn.agent:
+                return step.model
+        raise ValueError(
+            f"the workflow {wf.name!r} has no agent {turn.agent!r} (turn {turn.index}); pass "
+            f"`model=`"
+        )
+
     @property
     def parent(self) -> Run | None:
         """The run this one was forked from: the object itself when the fork was made in this
@@ -337,6 +431,7 @@ class Run:
             "forked_at": self.forked_at,
             "states": {str(k): v for k, v in self.states.items()},
             "pending": ending["pending"],
+            "request_parts": self.request_parts,
         }
         return json.dumps(data, indent=indent, ensure_ascii=False)
 
@@ -363,6 +458,8 @@ class Run:
         run.forked_at = data.get("forked_at")
         run.states = {int(k): v for k, v in (data.get("states") or {}).items()}
         run.pending, run.pending_turn = pending_from_json(data.get("pending"))
+
+        run.request_parts = dict(data.get("request_parts") or {})
         return run
 
     def _repr_html_(self) -> str:

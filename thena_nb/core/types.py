@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar, overload
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
@@ -16,6 +16,7 @@ from thena_nb.core import _html
 
 __all__ = [
     "Budget",
+    "HistorySpan",
     "HistoryView",
     "LoopFailure",
     "LoopStopReason",
@@ -23,6 +24,7 @@ __all__ = [
     "Messages",
     "RetryPolicy",
     "RunStatus",
+    "SentRequest",
     "ToolCall",
     "ToolCallSource",
     "ToolDecision",
@@ -221,6 +223,34 @@ Messages = Annotated[
 """A sequence of messages (a list or a `HistoryView`) that serialises as a JSON list."""
 
 
+HistorySpan = tuple[int, int]
+"""`(start, stop)`: the history messages at positions `start..stop-1`."""
+
+
+class SentRequest(NamedTuple):
+    """What a turn's model was sent, kept by reference: `run.request_of(turn)` rebuilds it.
+
+    `messages`: the messages sent, in order: spans of the history the turn saw for the ones
+    the history processor passed on unchanged, and each message it changed or added as
+    sent. `system` and `tools`: the keys of the system prompt and of the list of tool specs
+    in `run.request_parts`, where each distinct value is kept once per run. `moved`:
+    `(start, by)` for each parallel block merge since, which moved the positions from
+    `start` on by `by` (a branch's turn sees the branch's own history; the run holds the
+    branches merged). A named tuple, validated by pydantic and written as a JSON object:
+    one is kept per turn, and it costs one small allocation.
+    """
+
+    messages: tuple[HistorySpan | Message, ...]
+    system: str
+    tools: str
+    max_tokens: int
+    moved: tuple[HistorySpan, ...] = ()
+
+
+def _sent_fields(request: SentRequest) -> dict[str, Any]:
+    return request._asdict()
+
+
 class Turn(BaseModel):
     """The full record of one turn: one model call and the tool calls it made."""
 
@@ -253,6 +283,9 @@ class Turn(BaseModel):
     request_key: str | None = None
     """A fingerprint of what the model was asked (agent, prompt, tools and history); replay
     reuses a recorded turn only while the new run's request has the same key."""
+    request: Annotated[SentRequest, PlainSerializer(_sent_fields)] | None = None
+    """What the model was sent, by reference (`run.request_of(turn)` gives it in full);
+    `None` for turns recorded before requests were kept."""
     replayed: bool = False
     """The reply and tool results were taken from a recorded run: no model call and no tool
     call was made. Usage still counts it, so that a replay reproduces budget stops."""

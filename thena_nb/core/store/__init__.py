@@ -13,6 +13,7 @@ from thena_nb.core.store.base import (
     TurnRecord,
     rebuild_run,
     records_of,
+    request_parts_of,
     resolve_store,
 )
 from thena_nb.core.store.memory import MemoryRunStore
@@ -25,5 +26,6 @@ __all__ = [
     "TurnRecord",
     "rebuild_run",
     "records_of",
+    "request_parts_of",
     "resolve_store",
 ]

@@ -8,7 +8,10 @@ keeps the same things:
 - a header per run: `Run.header()` when it starts and `Run.ending()` once it has ended, with
   the history and the report tree;
 - one record per turn: the `Turn`, the state snapshot after it, and the history messages the
-  turn added.
+  turn added;
+- the run's request parts (`run.request_parts`: each distinct system prompt and tool-spec
+  list its turns' requests refer to), each written with the first turn that refers to it
+  (`request_parts_of`).
 
 `rebuild_run` makes a `Run` from these, also for a run whose process was killed mid-run: its
 history is then the input message followed by every record's messages, and its report tree
@@ -37,6 +40,7 @@ __all__ = [
     "rebuild_run",
     "records_of",
     "report_from_turns",
+    "request_parts_of",
     "resolve_store",
     "summary_of",
 ]
@@ -137,19 +141,32 @@ def summary_of(
     }
 
 
+def request_parts_of(run: Run, turn: Turn) -> dict[str, Any]:
+    """The entries of `run.request_parts` that `turn`'s request refers to (a store writes
+    those it does not hold yet with the turn)."""
+    request = turn.request
+    if request is None:
+        return {}
+    parts = run.request_parts
+    return {k: parts[k] for k in (request.system, request.tools) if k in parts}
+
+
 def rebuild_run(
     header: dict[str, Any],
     records: Sequence[TurnRecord],
     *,
     history: list[Message] | None = None,
     report: ReportNode | None = None,
+    parts: dict[str, Any] | None = None,
 ) -> Run:
-    """A `Run` from a stored header and its turn records (in index order).
+    """A `Run` from a stored header and its turn records (in index order), and the request
+    parts its turns refer to.
 
     A run that ended has its `history`, `report` and usage stored. A run whose process died
     mid-run has not: they are rebuilt from the records (then each record needs its messages).
     """
     run = Run(workflow_name=header["workflow"], input=header["input"], run_id=header["run_id"])
+    run.request_parts = parts if parts is not None else {}
     run.status = header["status"]
     run.error = header.get("error")
     run.started_at = datetime.fromisoformat(header["started_at"])

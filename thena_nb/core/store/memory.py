@@ -9,7 +9,13 @@ from typing import Any
 from thena_nb.core.errors import StoreError
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
-from thena_nb.core.store.base import TurnRecord, missing_run, rebuild_run, summary_of
+from thena_nb.core.store.base import (
+    TurnRecord,
+    missing_run,
+    rebuild_run,
+    request_parts_of,
+    summary_of,
+)
 
 __all__ = ["MemoryRunStore"]
 
@@ -33,6 +39,7 @@ class MemoryRunStore:
     def __init__(self) -> None:
         self._headers: dict[str, dict[str, Any]] = {}
         self._records: dict[str, dict[int, TurnRecord]] = {}
+        self._parts: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     # -- RunRecorder ----------------------------------------------------------------------
@@ -58,6 +65,10 @@ class MemoryRunStore:
                     del records[i]
             state = copy.deepcopy(record.state)
             records[record.turn.index] = TurnRecord(record.turn, state, tuple(record.messages))
+            parts = self._parts.setdefault(run.run_id, {})
+            for key, value in request_parts_of(run, record.turn).items():
+                if key not in parts:
+                    parts[key] = copy.deepcopy(value)
 
     async def run_finished(self, run: Run) -> None:
         """Store how the run ended, with its history and report."""
@@ -94,11 +105,13 @@ class MemoryRunStore:
                 k: copy.deepcopy(v) for k, v in header.items() if k not in ("history", "report")
             }
             history, report = header.get("history"), header.get("report")
+            parts = copy.deepcopy(self._parts.get(run_id, {}))
         return rebuild_run(
             stored,
             ordered,
             history=list(history) if history is not None else None,
             report=ReportNode.model_validate(report) if report is not None else None,
+            parts=parts,
         )
 
     def list_runs(self) -> list[dict[str, Any]]:
@@ -123,6 +136,7 @@ class MemoryRunStore:
         with self._lock:
             self._headers.pop(run_id, None)
             self._records.pop(run_id, None)
+            self._parts.pop(run_id, None)
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._headers)})"

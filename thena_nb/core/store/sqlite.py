@@ -32,6 +32,7 @@ from thena_nb.core.store.base import (
     TurnRecord,
     missing_run,
     rebuild_run,
+    request_parts_of,
     summary_of,
 )
 from thena_nb.core.types import Message, Turn
@@ -81,6 +82,13 @@ _SCHEMA = (
         messages TEXT NOT NULL,
         PRIMARY KEY (run_id, idx)
     )""",
+    # Newer than the first files: an older file gains it when it is opened.
+    """CREATE TABLE IF NOT EXISTS thena_request_parts (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    )""",
 )
 
 _JSON_COLUMNS = ("usage", "stop_reasons", "output", "state", "pending")
@@ -108,11 +116,11 @@ class SqliteRunStore:
     """A run store in an SQLite database: a file path, or a connection you opened.
 
     The file is created readable by its owner alone (mode 0600); tables (`thena_runs`,
-    `thena_turns`) are created on first use. A connection you pass must allow use from
-    other threads (`sqlite3.connect(..., check_same_thread=False)`): writes run in a worker
-    thread, off the event loop, and it should be the store's alone (the store commits its
-    own transactions on it). One lock guards the connection, so one store may serve many
-    runs at once.
+    `thena_turns`, `thena_request_parts`) are created on first use. A connection you pass
+    must allow use from other threads (`sqlite3.connect(..., check_same_thread=False)`):
+    writes run in a worker thread, off the event loop, and it should be the store's alone
+    (the store commits its own transactions on it). One lock guards the connection, so one
+    store may serve many runs at once.
 
     Args:
         database: A path to the database file, or an open `sqlite3.Connection` (left open
@@ -150,6 +158,8 @@ class SqliteRunStore:
         self._lock = threading.Lock()
         self._writer = _Writer(after=self._checkpoint)
         self._commits = 0
+        self._parts_written: dict[str, set[str]] = {}
+        """The request parts written so far, by run (writer thread, under the lock)."""
         self._ready = False
         self._closed = False
 
@@ -190,7 +200,8 @@ class SqliteRunStore:
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit the turn, its state snapshot and its messages (S28)."""
         if not record.stored:
-            await self._writer.run(self._write_turn, run.run_id, record)
+            parts = request_parts_of(run, record.turn)
+            await self._writer.run(self._write_turn, run.run_id, record, parts)
 
     async def run_finished(self, run: Run) -> None:
         """Write how the run ended, with its history and report.
@@ -198,6 +209,8 @@ class SqliteRunStore:
         This one write is made on the calling thread: the session hands the run back to its
         caller as soon as this is called, and the stored run must be complete by then.
         """
+        with self._lock:
+            self._parts_written.pop(run.run_id, None)
         history = _MESSAGES.dump_json(run.history).decode()
         # Through `json.dumps`, as `Run.to_json` does, so that `max_fails=inf` stays `inf`.
         report = json.dumps(run.report.model_dump(mode="json"), ensure_ascii=False)
@@ -225,6 +238,12 @@ class SqliteRunStore:
                 "FROM thena_turns WHERE run_id = ? ORDER BY idx",
                 (run_id,),
             ).fetchall()
+            parts = {
+                key: json.loads(value)
+                for key, value in conn.execute(
+                    "SELECT key, value FROM thena_request_parts WHERE run_id = ?", (run_id,)
+                )
+            }
         header = dict(zip(_HEADER_COLUMNS, row, strict=True))
         _check_format(header.pop("format"), f"run {run_id!r}")
         history, report = header.pop("history"), header.pop("report")
@@ -248,6 +267,7 @@ class SqliteRunStore:
             records,
             history=_MESSAGES.validate_json(history) if history is not None else None,
             report=ReportNode.model_validate_json(report) if report is not None else None,
+            parts=parts,
         )
 
     def list_runs(self) -> list[dict[str, Any]]:
@@ -279,7 +299,9 @@ class SqliteRunStore:
         """Forget a run (nothing happens when there is no such run)."""
         with self._writing("delete a run") as conn:
             conn.execute("DELETE FROM thena_turns WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM thena_request_parts WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM thena_runs WHERE run_id = ?", (run_id,))
+            self._parts_written.pop(run_id, None)
 
     # -- writing (on a worker thread, under the lock) ---------------------------------------
 
@@ -298,7 +320,7 @@ class SqliteRunStore:
                 _header_values(header),
             )
 
-    def _write_turn(self, run_id: str, record: TurnRecord) -> None:
+    def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
         turn, state = record.turn, record.state
         values = (
             run_id,
@@ -311,10 +333,15 @@ class SqliteRunStore:
             json.dumps(state, ensure_ascii=False) if state is not None else None,
             _MESSAGES.dump_json(list(record.messages)).decode(),
         )
-        if record.drop_from is not None:
+        written = self._parts_written.get(run_id)
+        new = [k for k in parts if written is None or k not in written]
+        if record.drop_from is not None or new:
             with self._writing(f"store turn {turn.index}") as conn:
-                conn.execute(_DELETE_FROM, (run_id, record.drop_from))
+                if record.drop_from is not None:
+                    conn.execute(_DELETE_FROM, (run_id, record.drop_from))
+                conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
                 conn.execute(_INSERT_TURN, values)
+            self._parts_written.setdefault(run_id, set()).update(new)
             return
         # The common case, once per turn: one statement, its own transaction.
         with self._lock:
@@ -505,6 +532,7 @@ _INSERT_TURN = (
     "INSERT OR REPLACE INTO thena_turns (run_id, idx, format, request_key, input_tokens, "
     "output_tokens, turn, state, messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_PART = "INSERT OR IGNORE INTO thena_request_parts (run_id, key, value) VALUES (?, ?, ?)"
 _DELETE_FROM = "DELETE FROM thena_turns WHERE run_id = ? AND idx >= ?"
 _RECENT_IDS = "SELECT run_id FROM thena_runs ORDER BY started_at DESC, rowid DESC LIMIT 5"
 
@@ -520,6 +548,10 @@ def _header_values(header: dict[str, Any]) -> tuple[Any, ...]:
         header.get("parent_run_id"),
         header.get("forked_at"),
     )
+
+
+def _part_rows(run_id: str, parts: dict[str, Any], keys: list[str]) -> list[tuple[str, ...]]:
+    return [(run_id, k, json.dumps(parts[k], ensure_ascii=False)) for k in keys]
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
