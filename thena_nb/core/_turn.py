@@ -375,6 +375,12 @@ def _turn(
     """The turn's record (`consecutive_fails`: the innermost loop's streak, counted first)."""
     inner = at.loops[-1] if at.loops else None
     started_at, duration_s, attempts = timing
+    if recorded is None and not hasattr(agent.model, "provider"):
+        cost = saved = None  # an offline model (no `provider`): billed by no one
+        at.control.run.usage.__dict__["unpriced_turns"] += 1
+    else:
+        cost, saved = _cost(agent.model, reply, recorded)
+        at.control.run.usage.add_cost(cost, saved)
     return construct(
         Turn,
         {
@@ -400,8 +406,18 @@ def _turn(
             "replayed": recorded is not None,
             "reasoning": reply.reasoning,
             "reasoning_tokens": reply.reasoning_tokens,
+            "cost_usd": cost,
+            "saved_usd": saved,
         },
     )
+
+
+def _cost(model: Any, reply: Reply, recorded: Turn | None) -> tuple[float | None, float | None]:
+    """The turn's cost in dollars (`None`: no price is known), and a replayed turn's saving:
+    what its call cost when it was first made."""
+    if recorded is not None:
+        return 0.0, recorded.saved_usd if recorded.replayed else recorded.cost_usd
+    return _portals.turn_cost(model, reply), None
 
 
 def _turn_info(text: str, done: list[ToolCall]) -> TurnInfo:

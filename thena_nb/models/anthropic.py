@@ -106,6 +106,9 @@ class AnthropicModel:
         AnthropicModel('claude-sonnet-4-5', stream=True)
     """
 
+    provider: str | None = "anthropic"
+    """Who bills the calls, as a genai-prices provider id, for `Turn.cost_usd`."""
+
     def __init__(
         self,
         model: str,
