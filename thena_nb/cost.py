@@ -10,8 +10,9 @@ A model is priced when it has a `provider` attribute: a genai-prices provider id
 genai-prices matches against the APIs of the providers it knows (`https://api.openai.com/v1`
 is OpenAI's; a server on this machine is no one's). A model whose price is not known gives
 `None`, never a guess, with one `UnpricedModelWarning` per model. A model without the
-attribute (ScriptedModel, FunctionModel, a model of your own) is billed by no one: the core
-gives its turns `cost_usd=None` without calling this module.
+attribute (ScriptedModel, FunctionModel, a model of your own), or whose `provider` is
+`False`, is billed by no one: the core gives its turns `cost_usd=None` without calling this
+module.
 
 Example:
     >>> from thena_nb.core.model import Reply
@@ -69,7 +70,7 @@ def turn_cost(model: Any, reply: Reply) -> float | None:
             price = calc_price(usage, name, provider_id=provider)
         else:
             price = calc_price(usage, name, provider_api_url=url)
-    except (LookupError, ValueError) as exc:
+    except Exception as exc:  # a price that cannot be had never fails the run
         _unpriced(source, exc)
         return None
     return float(price.total_price)
@@ -77,8 +78,13 @@ def turn_cost(model: Any, reply: Reply) -> float | None:
 
 def _source(model: Any) -> _Source:
     provider = getattr(model, "provider", None)
+    provider = None if provider is None or provider is False else provider
     url = None if provider is not None else getattr(model, "base_url", None)
-    return provider, url, str(getattr(model, "name", ""))
+    return (
+        None if provider is None else str(provider),
+        None if url is None else str(url),
+        str(getattr(model, "name", "")),
+    )
 
 
 def _usage(model: Any, reply: Reply) -> _PricedUsage:
@@ -87,7 +93,7 @@ def _usage(model: Any, reply: Reply) -> _PricedUsage:
     chat completions' `prompt_tokens` already holds them."""
     cached = reply.cache_read_tokens + reply.cache_write_tokens
     anthropic = sys.modules.get("thena_nb.models.anthropic")  # loaded if `model` is one
-    apart = anthropic is not None and isinstance(model, anthropic.AnthropicModel)
+    apart = anthropic is not None and isinstance(_unwrapped(model), anthropic.AnthropicModel)
     return _PricedUsage(
         input_tokens=reply.input_tokens + (cached if apart else 0),
         output_tokens=reply.output_tokens,
@@ -96,21 +102,39 @@ def _usage(model: Any, reply: Reply) -> _PricedUsage:
     )
 
 
+def _unwrapped(model: Any) -> Any:
+    """The adapter behind a model that wraps another as its `model` (an experiment's
+    rate-limit gate does)."""
+    inner = getattr(model, "__dict__", {}).get("model")
+    while inner is not None and hasattr(inner, "respond"):
+        model = inner
+        inner = getattr(model, "__dict__", {}).get("model")
+    return model
+
+
 def _unpriced(source: _Source, exc: Exception) -> None:
     provider, url, name = source
     if isinstance(exc, LookupError):
         _UNPRICED.add(source)  # the price data does not change while the process runs
         why = "genai-prices does not know it"  # its message may hold the URL: not shown
     else:
-        why = str(exc)  # token counts the price cannot take: this turn only
+        why = f"{type(exc).__name__}: {exc}"  # e.g. token counts the price cannot take
+        if url:
+            why = why.replace(url, _host(url))
     if name in _WARNED:
         return
     _WARNED.add(name)
-    where = f"provider {provider!r}" if provider is not None else f"at {_host(url)}"
+    if provider is not None:
+        where, hint = f"provider {provider!r}", ""
+    else:
+        where = f"at {_host(url)}"
+        hint = (
+            " When a proxy serves a provider's model, set the model's `provider` to that "
+            "provider's genai-prices id, e.g. `model.provider = 'openai'`."
+        )
     warnings.warn(
         f"no price is known for model {name!r} ({where}): its turns have cost_usd=None "
-        f"({why}). When a proxy serves a provider's model, set the model's `provider` to "
-        "that provider's genai-prices id, e.g. `model.provider = 'openai'`.",
+        f"({why}).{hint}",
         UnpricedModelWarning,
         stacklevel=2,
     )

@@ -130,3 +130,30 @@ def test_an_unpriced_warning_shows_no_secret_of_the_base_url() -> None:
     (message,) = unpriced(caught)
     assert "http://127.0.0.1:9" in message
     assert "s3cret" not in message and "user" not in message and "sk-" not in message
+
+
+def test_token_counts_the_price_cannot_take_give_none_with_the_reason() -> None:
+    broken = Completion("hi", prompt_tokens=10, completion_tokens=5, cached_tokens=50)
+    with ChatCompletionsServer([broken, broken]) as server:
+        model = OpenAICompatModel("gpt-4o-mini", base_url=server.base_url)
+        model.provider = "openai"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            runs = [one_turn(model).run("x", store=False) for _ in range(2)]
+    assert [r.turns[0].cost_usd for r in runs] == [None, None]
+    (message,) = unpriced(caught)
+    assert "cannot exceed" in message
+
+
+def test_an_experiments_anthropic_turns_are_priced_as_the_adapters_own(
+    api_server: MessagesAPIServer,
+) -> None:
+    # An experiment calls models through its rate-limit gate; the price is the adapter's.
+    api_server.script(text("hi", input_tokens=1_000, output_tokens=100, cache_read_tokens=400))
+    model = AnthropicModel("claude-sonnet-4-0", base_url=api_server.base_url, api_key="k")
+    exp = one_turn(model).map(["x"], store=False, progress=False)
+    expected = price("anthropic", "claude-sonnet-4-0", input_tokens=1_400, output_tokens=100,
+                     cache_read_tokens=400)  # fmt: skip
+    assert exp.runs[0].turns[0].cost_usd == expected
+    assert exp.frame()["cost_usd"].tolist() == [expected]
+    assert exp.compare().loc["base", "cost_usd"] == expected

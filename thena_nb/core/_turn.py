@@ -375,7 +375,7 @@ def _turn(
     """The turn's record (`consecutive_fails`: the innermost loop's streak, counted first)."""
     inner = at.loops[-1] if at.loops else None
     started_at, duration_s, attempts = timing
-    if recorded is None and not hasattr(agent.model, "provider"):
+    if recorded is None and getattr(agent.model, "provider", False) is False:
         cost = saved = None  # an offline model (no `provider`): billed by no one
         at.control.run.usage.__dict__["unpriced_turns"] += 1
     else:
