@@ -17,7 +17,7 @@ from thena_nb.core.types import finished
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import SqliteRunStore
 
-STRIP = {"started_at", "duration_s", "replayed", "attempts"}
+STRIP = {"started_at", "duration_s", "replayed", "attempts", "cost_usd", "saved_usd"}
 
 
 class Counting:

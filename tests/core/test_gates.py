@@ -411,7 +411,7 @@ def test_a_replay_of_a_decided_run_gives_identical_turns_with_no_model_or_tool_c
     again = wf.run("settle", replay=run, store=False, approve=never)
     assert model_calls(wf) == calls_before and ran == ran_before
     assert again.replay_diverged_at is None and all(t.replayed for t in again.turns)
-    strip = {"started_at", "duration_s", "replayed", "attempts"}
+    strip = {"started_at", "duration_s", "replayed", "attempts", "cost_usd", "saved_usd"}
     assert [t.model_dump(exclude=strip) for t in again.turns] == [
         t.model_dump(exclude=strip) for t in run.turns
     ]

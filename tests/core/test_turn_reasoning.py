@@ -45,7 +45,7 @@ def test_a_replay_reproduces_reasoning_and_rescued_calls_without_a_model_call() 
     model.requests.clear()
     again = wf.run("go", replay=first, store=False)
     assert model.requests == [] and again.replay_diverged_at is None
-    strip = {"started_at", "duration_s", "replayed", "attempts"}
+    strip = {"started_at", "duration_s", "replayed", "attempts", "cost_usd", "saved_usd"}
     assert [t.model_dump(exclude=strip) for t in again.turns] == [
         t.model_dump(exclude=strip) for t in first.turns
     ]

@@ -302,7 +302,8 @@ def test_frame_and_compare_columns() -> None:
     frame = exp.frame()
     assert list(frame.columns) == [
         "input", "variant", "status", "error", "stop_reasons", "turns", "tool_calls",
-        "rescued", "failures", "input_tokens", "output_tokens", "wall_s",
+        "rescued", "failures", "input_tokens", "output_tokens", "wall_s", "cost_usd",
+        "saved_usd",
     ]  # fmt: skip
     row = frame.iloc[0]
     assert (row["input"], row["variant"], row["status"]) == ("<b>in</b>", "one", "finished")
@@ -317,7 +318,8 @@ def test_frame_and_compare_columns() -> None:
     assert list(compare.index) == ["one", "two"]
     assert list(compare.columns) == [
         "runs", "statuses", "stop_reasons", "errors", "mean_turns", "mean_tool_calls",
-        "rescued", "failures", "input_tokens", "output_tokens", "mean_wall_s",
+        "rescued", "failures", "input_tokens", "output_tokens", "mean_wall_s", "cost_usd",
+        "saved_usd",
     ]  # fmt: skip
     one = compare.loc["one"]
     assert (one["runs"], one["statuses"], one["stop_reasons"]) == (2, "finished 2", "until 2")

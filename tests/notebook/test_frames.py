@@ -32,6 +32,7 @@ EXPECTED_DTYPES = {
     "attempts": "int64",
     "started_at": "datetime64[ns, UTC]",
     "duration_s": "float64",
+    "cost_usd": "Float64",
 }
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from thena_nb.core.errors import StoreError
 
 if TYPE_CHECKING:
-    from thena_nb.core.model import ToolSpec
+    from thena_nb.core.model import Reply, ToolSpec
     from thena_nb.core.report import ReportNode
     from thena_nb.core.rescue import RescueScan
     from thena_nb.core.run import Run
@@ -40,6 +40,7 @@ __all__ = [
     "scan_tool_calls",
     "split_reasoning",
     "stepper",
+    "turn_cost",
     "turn_frame",
 ]
 
@@ -58,6 +59,14 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     from thena_nb.core._reasoning import split_reasoning as split
 
     return split(text)
+
+
+def turn_cost(model: Any, reply: Reply) -> float | None:
+    """A live turn's cost in US dollars, or `None` when its model has no known price
+    (`thena_nb.cost`, which loads genai-prices with the first turn it prices)."""
+    from thena_nb.cost import turn_cost as cost
+
+    return cost(model, reply)
 
 
 def turn_frame(turns: Sequence[Turn]) -> Any:

@@ -481,6 +481,13 @@ def _turn(
     inner = at.loops[-1] if at.loops else None
     started_at, duration_s, attempts = timing
     key, sent = asked
+
+    if recorded is None and getattr(agent.model, "provider", False) is False:
+        cost = saved = None  # an offline model (no `provider`): billed by no one
+        at.control.run.usage.__dict__["unpriced_turns"] += 1
+    else:
+        cost, saved = _cost(agent.model, reply, recorded)
+        at.control.run.usage.add_cost(cost, saved)
     return construct(
         Turn,
         {
@@ -508,6 +515,8 @@ def _turn(
             "reasoning": reply.reasoning,
             "reasoning_tokens": reply.reasoning_tokens,
             "reasoning_blocks": reply.reasoning_blocks,
+            "cost_usd": cost,
+            "saved_usd": saved,
         },
     )
 
@@ -516,6 +525,14 @@ def _served(at: Position) -> bool:
     """A turn the replay served is replayed unless its tools ran again (a fork's new reply)."""
     replay = at.control.replay
     return replay is not None and not replay.rerun_tools
+
+
+def _cost(model: Any, reply: Reply, recorded: Turn | None) -> tuple[float | None, float | None]:
+    """The turn's cost in dollars (`None`: no price is known), and a replayed turn's saving:
+    what its call cost when it was first made."""
+    if recorded is not None:
+        return 0.0, recorded.saved_usd if recorded.replayed else recorded.cost_usd
+    return _portals.turn_cost(model, reply), None
 
 
 def _turn_info(text: str, done: list[ToolCall]) -> TurnInfo:

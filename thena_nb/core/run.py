@@ -132,6 +132,13 @@ class Run:
         """Each loop's stop reason, by step path (the last run of each loop wins)."""
         return {n.path: n.stop_reason for n in self.loops}
 
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run's model calls cost in US dollars (`usage.cost_usd`): replayed turns
+        cost nothing; `None` when a turn's model had no price (an offline model, or one
+        genai-prices does not know)."""
+        return self.usage.cost_usd
+
     def frame(self) -> Any:
         """The turns as a pandas DataFrame, one row per turn (needs pandas)."""
         return _portals.turn_frame(self.turns)
@@ -468,7 +475,19 @@ class Run:
     def __repr__(self) -> str:
         reasons = ", ".join(f"{r}" for r in self.stop_reasons.values() if r)
         extra = f", stop_reasons=[{reasons}]" if reasons else ""
+        extra += _cost_repr(self.usage)
         return (
             f"Run({self.workflow_name!r}, status={self.status!r}, turns={len(self.turns)}"
             f"{extra}, run_id={self.run_id!r})"
         )
+
+
+def _cost_repr(usage: Usage) -> str:
+    """`, cost=$0.0045, saved=$0.0123` for a run with a known cost or a replay's saving."""
+    cost, saved = usage.cost_usd, usage.saved_usd
+    out = f", cost=${_dollars(cost)}" if cost is not None and (cost or saved) else ""
+    return out + (f", saved=${_dollars(saved)}" if saved else "")
+
+
+def _dollars(amount: float) -> str:
+    return f"{amount:.6f}".rstrip("0").rstrip(".")

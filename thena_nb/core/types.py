@@ -298,6 +298,14 @@ class Turn(BaseModel):
     """The provider's reasoning blocks of this turn, as in its assistant message, so that a
     replay puts them back into the history."""
 
+    cost_usd: float | None = None
+    """What the model call cost in US dollars, priced by genai-prices from the model's
+    provider, name and token counts; `0.0` for a replayed turn (no call was made); `None`
+    for an offline model or one whose price is not known."""
+    saved_usd: float | None = None
+    """A replayed turn's saving: what its call cost when it was first made (`None` for a
+    live turn, or when that call had no price)."""
+
     def _repr_html_(self) -> str:
         return _html.turn_html(self)
 
@@ -313,11 +321,28 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
     model_calls: int = 0
     tool_calls: int = 0
+    known_cost_usd: float = 0.0
+    """US dollars of the turns whose price is known (what `Budget(max_cost_usd=...)` counts)."""
+    unpriced_turns: int = 0
+    """Live turns whose model has no price (an offline model, or one genai-prices does not
+    know)."""
+    saved_usd: float = 0.0
+    """What the replayed turns' calls cost when they were first made."""
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the model calls cost in US dollars; `None` once a turn had no price, since
+        the sum of the others would fall short (`known_cost_usd` still has it).
+
+        Replayed turns cost nothing. Prices come from the data genai-prices ships with:
+        nothing is fetched.
+        """
+        return None if self.unpriced_turns else self.known_cost_usd
 
     def add(self, reply: Any) -> None:
         """Count the tokens of a `Reply` (or a `Turn`), in place: the one place usage grows.
@@ -349,7 +374,18 @@ class Usage(BaseModel):
             usage.add(turn)
             usage.model_calls += max(turn.attempts, 1)
             usage.tool_calls += len(turn.tool_calls)
+            usage.add_cost(turn.cost_usd, turn.saved_usd)
         return usage
+
+    def add_cost(self, cost_usd: float | None, saved_usd: float | None = None) -> None:
+        """Count one turn's cost (`None`: a turn with no price) and what a replay saved."""
+        tally = self.__dict__
+        if cost_usd is None:
+            tally["unpriced_turns"] += 1
+        elif cost_usd:
+            tally["known_cost_usd"] += cost_usd
+        if saved_usd:
+            tally["saved_usd"] += saved_usd
 
 
 class Budget(BaseModel):
@@ -373,15 +409,24 @@ class Budget(BaseModel):
     max_tool_calls: int | None = None
     """Tool calls, failed ones included."""
     max_model_calls: int | None = None
+    max_cost_usd: float | None = None
+    """US dollars spent on model calls (`Usage.known_cost_usd`): replayed turns cost nothing,
+    and turns whose model has no price count nothing."""
 
     def spent(self, usage: Usage) -> str | None:
-        """The first limit `usage` has reached, as a phrase, or `None` while within budget."""
+        """The first limit `usage` has reached, as a phrase, or `None` while within budget.
+
+        Example:
+            >>> Budget(max_cost_usd=0.01).spent(Usage(known_cost_usd=0.0125))
+            'max_cost_usd=0.01 reached (0.0125 used)'
+        """
         checks = (
             ("max_tokens", self.max_tokens, usage.input_tokens + usage.output_tokens),
             ("max_input_tokens", self.max_input_tokens, usage.input_tokens),
             ("max_output_tokens", self.max_output_tokens, usage.output_tokens),
             ("max_tool_calls", self.max_tool_calls, usage.tool_calls),
             ("max_model_calls", self.max_model_calls, usage.model_calls),
+            ("max_cost_usd", self.max_cost_usd, round(usage.known_cost_usd, 9)),
         )
         for name, limit, used in checks:
             if limit is not None and used >= limit:

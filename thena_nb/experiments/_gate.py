@@ -72,6 +72,12 @@ class GatedModel:
             raise
         return reply
 
+    @property
+    def provider(self) -> Any:
+        """The wrapped model's `provider`, so its turns are priced as its own
+        (`Turn.cost_usd`); `False` when it has none (an offline model)."""
+        return getattr(self.model, "provider", False)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 

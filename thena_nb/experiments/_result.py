@@ -71,6 +71,7 @@ class Experiment:
         self.repeats = repeats
         self.scorers: dict[str, Scorer] = {}
         self.reused = 0
+        self._reused: set[int] = set()  # the slots whose run was taken from the store
         self.slowdowns = 0
         self.cancelled = False
         self.wall_s = 0.0
@@ -107,10 +108,13 @@ class Experiment:
         Columns: `input`, `case` (the case's name, when a case has one), `variant`,
         `repeat` (0-based, with `repeats > 1`), `status`, `error` (the error of a failed
         run), `stop_reasons`, `turns`, `tool_calls`, `rescued`, `failures` (failed tool
-        calls, plus one for a run that failed), `input_tokens`, `output_tokens`, `wall_s`;
-        then, when the runs were scored, one column per scorer (boolean for pass/fail,
-        float for numbers; missing where the scorer failed), `<name>_explanation` after a
-        judge's column (and after any scorer that explained a run), and `scorer_error`.
+        calls, plus one for a run that failed), `input_tokens`, `output_tokens`, `wall_s`,
+        `cost_usd` (US dollars; missing when a turn's model had no price; `0` for a run
+        taken from the store), `saved_usd` (what its replayed turns, or the whole run when
+        it was taken from the store, cost when first run); then, when the runs were
+        scored, one column per scorer (boolean for pass/fail, float for numbers; missing
+        where the scorer failed), `<name>_explanation` after a judge's column (and after
+        any scorer that explained a run), and `scorer_error`.
         `stop_reasons` joins each loop's stop reason (pre-order) with commas; `rescued` is
         the share of the run's tool calls that were rescued from text (missing when it made
         none).
@@ -145,7 +149,7 @@ class Experiment:
 
     def _frame_row(self, slot: int, run: Run, explained: list[str]) -> dict[str, Any]:
         input, variant = self._keys[slot]
-        row = _run_row(input, variant, run)
+        row = _run_row(input, variant, run, slot in self._reused)
         case, repeat = self._place(slot)
         row["case"] = self.cases[case].name
         row["repeat"] = repeat
@@ -159,9 +163,11 @@ class Experiment:
         Columns: `runs`, `statuses` and `stop_reasons` (counts, e.g. `"until 2, exhausted
         1"`), `errors` (runs that failed), `mean_turns`, `mean_tool_calls`, `rescued`
         (share of all tool calls), `failures` (failed tool calls and failed runs),
-        `input_tokens`, `output_tokens` (totals),
-        `mean_wall_s`. When the runs were scored, then for each scorer: its mean over the
-        runs it scored (the pass rate of a pass/fail scorer) as `<name>`, the confidence
+        `input_tokens`, `output_tokens` (totals), `mean_wall_s`, `cost_usd` (total US
+        dollars; missing when a run had no price) and `saved_usd` (what replayed turns and
+        runs taken from the store saved). When the runs were scored, then for each scorer:
+        its mean over the runs it scored (the pass rate of a pass/fail scorer) as `<name>`,
+        the confidence
         interval as `<name>_ci_low` and `<name>_ci_high` (Wilson's for pass/fail, a
         bootstrap of the mean, seeded, for numbers), `<name>_pass@k` with `k = repeats`
         for a pass/fail scorer when `repeats > 1` (the share of cases where one of the `k`
@@ -239,6 +245,7 @@ class Experiment:
             self.workflow_name, self.inputs, self.variants, cases=self.cases, repeats=self.repeats
         )
         again._slots = list(self._slots)
+        again._reused = set(self._reused)
         for name in ("reused", "slowdowns", "cancelled", "wall_s"):
             setattr(again, name, getattr(self, name))
         run_sync(again._score(named, concurrency=concurrency))
@@ -280,8 +287,9 @@ class Experiment:
 
     def _summary(self) -> list[dict[str, Any]]:
         by_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in self.variants}
-        for i, v, run in self._entries():
-            by_variant[v].append(_run_row(i, v, run))
+        for slot, run in self._filled():
+            i, v = self._keys[slot]
+            by_variant[v].append(_run_row(i, v, run, slot in self._reused))
         return [_variant_row(v, rows) for v, rows in by_variant.items()]
 
     def _repr_html_(self) -> str:
@@ -293,6 +301,9 @@ class Experiment:
         )
         if self.reused:
             head += f" · {self.reused} reused from the store"
+        saved = sum(row["saved_usd"] for row in self._summary())
+        if saved:
+            head += f" · ${saved:.4g} saved"
         if self.slowdowns:
             head += f" · {self.slowdowns} rate-limit slowdowns"
         if self.cancelled:
@@ -376,6 +387,8 @@ _FRAME_DTYPES: dict[str, str] = {
     "input_tokens": "int64",
     "output_tokens": "int64",
     "wall_s": "float64",
+    "cost_usd": "float64",
+    "saved_usd": "float64",
 }
 
 _COMPARE_DTYPES: dict[str, str] = {
@@ -391,6 +404,8 @@ _COMPARE_DTYPES: dict[str, str] = {
     "input_tokens": "int64",
     "output_tokens": "int64",
     "mean_wall_s": "float64",
+    "cost_usd": "float64",
+    "saved_usd": "float64",
 }
 
 _COMPARE_COLUMNS = (
@@ -405,11 +420,16 @@ _COMPARE_COLUMNS = (
     "input_tokens",
     "output_tokens",
     "mean_wall_s",
+    "cost_usd",
+    "saved_usd",
 )
 
 
-def _run_row(input: str, variant: str, run: Run) -> dict[str, Any]:
+def _run_row(input: str, variant: str, run: Run, reused: bool = False) -> dict[str, Any]:
     calls = [c for t in run.turns for c in t.tool_calls]
+    cost, saved = run.cost_usd, run.usage.saved_usd
+    if reused:  # taken from the store: this experiment made none of its calls
+        cost, saved = 0.0, saved + (cost or 0.0)
     reasons = [n.stop_reason for n in run.loops]
     open_loop = "waiting" if run.status == "waiting" else "error"  # no stop reason yet
     wall = (run.finished_at - run.started_at).total_seconds() if run.finished_at else None
@@ -427,6 +447,8 @@ def _run_row(input: str, variant: str, run: Run) -> dict[str, Any]:
         "input_tokens": run.usage.input_tokens,
         "output_tokens": run.usage.output_tokens,
         "wall_s": wall,
+        "cost_usd": cost,
+        "saved_usd": saved,
     }
 
 
@@ -448,7 +470,19 @@ def _variant_row(variant: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "input_tokens": sum(r["input_tokens"] for r in rows),
         "output_tokens": sum(r["output_tokens"] for r in rows),
         "mean_wall_s": sum(walls) / len(walls) if walls else None,
+        "cost_usd": _total_cost(r["cost_usd"] for r in rows),
+        "saved_usd": sum(r["saved_usd"] for r in rows),
     }
+
+
+def _total_cost(costs: Iterable[float | None]) -> float | None:
+    """The variant's runs' cost; `None` when a run had no price (the sum would fall short)."""
+    total = 0.0
+    for cost in costs:
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 def _counts(values: Iterable[str]) -> str:

@@ -137,6 +137,7 @@ async def _execute(
     try:
         todo = await reuse_finished(plan.jobs, runs_store, done)
         exp.reused = len(plan.jobs) - len(todo)
+        exp._reused = {j.slot for j in plan.jobs} - {j.slot for j in todo}
         if plan.backend == "ray":
             await run_ray(plan, todo, done, store=runs_store, address=ray_address)
         else:

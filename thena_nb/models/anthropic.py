@@ -122,6 +122,9 @@ class AnthropicModel:
         AnthropicModel('claude-sonnet-4-5', thinking={'type': 'enabled', 'budget_tokens': 2048})
     """
 
+    provider: str | None = "anthropic"
+    """Who bills the calls, as a genai-prices provider id, for `Turn.cost_usd`."""
+
     def __init__(
         self,
         model: str,

@@ -154,6 +154,10 @@ class OpenAICompatModel:
         OpenAICompatModel('qwen2.5:7b', base_url='http://localhost:11434/v1')
     """
 
+    provider: str | None = None
+    """Who bills the calls, as a genai-prices provider id, for `Turn.cost_usd`; `None`: the
+    one whose API `base_url` is (api.openai.com is OpenAI's; a local server is no one's)."""
+
     def __init__(
         self,
         model: str,

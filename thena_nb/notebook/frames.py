@@ -52,6 +52,7 @@ COLUMNS: dict[str, str] = {
     "attempts": "int64",
     "started_at": "datetime64[ns, UTC]",
     "duration_s": "float64",
+    "cost_usd": "Float64",
 }
 """The columns of a turn frame, in order, with their dtypes."""
 
@@ -91,8 +92,9 @@ def turn_frame(turns: Sequence[Turn]) -> pd.DataFrame:
     Returns:
         A DataFrame with the columns of `COLUMNS`. `iteration` and `branch` are nullable
         integers, `called_tool` and `tool_error` nullable booleans, `tool_call_source`
-        text (`"native"` / `"rescued"`); an empty `response` is missing. Every missing
-        value shows as `<NA>`.
+        text (`"native"` / `"rescued"`); an empty `response` is missing, and so is the
+        `cost_usd` (US dollars) of a turn whose model has no price. Every missing value
+        shows as `<NA>`.
     """
     return _build(turns, None)
 
@@ -186,6 +188,7 @@ _FIELDS = attrgetter(
     "attempts",
     "started_at",
     "duration_s",
+    "cost_usd",
 )
 _TEXT = {"step_path", "agent", "tool_name", "response", "finish_reason"}
 
