@@ -84,8 +84,8 @@ async def test_thinking_turn_that_called_a_tool_sends_its_blocks_back(
     first_turn = run.turns[0]
     assert first_turn.reasoning == THOUGHT
     assert first_turn.reasoning_tokens == 9
-    assert first_turn.reasoning_blocks == issued
-    assert run.history[1].reasoning_blocks == issued
+    assert list(first_turn.reasoning_blocks) == issued
+    assert list(run.history[1].reasoning_blocks) == issued
     assert first_turn.info.response == ""
     assert run.turns[1].reasoning == "The tool said 5."
     assert "tool said" not in run.turns[1].info.response
@@ -168,7 +168,7 @@ async def test_blocks_survive_the_store(api_server: MessagesAPIServer, tmp_path:
     with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
         run = await _workflow(_model(api_server)).arun("What is 2 + 3?", store=store)
         loaded = Run.load(run.run_id, store=store)
-    assert loaded.turns[0].reasoning_blocks == run.turns[0].reasoning_blocks != []
+    assert loaded.turns[0].reasoning_blocks == run.turns[0].reasoning_blocks != ()
     assert loaded.history[1].reasoning_blocks == run.history[1].reasoning_blocks
 
 

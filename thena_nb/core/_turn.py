@@ -373,7 +373,7 @@ def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> No
             "tool_calls": [],
             "tool_call_id": call.id,
             "is_error": not call.ok,
-            "reasoning_blocks": [],
+            "reasoning_blocks": (),
         }
         history.append(construct(Message, message))
 

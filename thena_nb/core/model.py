@@ -57,7 +57,7 @@ class Reply(BaseModel):
     reasoning: str | None = None
     """The model's reasoning, apart from `text`; `None` when it showed none."""
     reasoning_tokens: int = 0
-    reasoning_blocks: list[dict[str, Any]] = Field(default_factory=list, repr=False)
+    reasoning_blocks: tuple[dict[str, Any], ...] = Field(default=(), repr=False)
     """The provider's own reasoning blocks, kept as it sent them (e.g. the Messages API's
     `thinking` blocks with their signatures), for the adapter to send back unchanged."""
 

@@ -157,7 +157,7 @@ class Message(BaseModel):
     """Tool messages: the id of the call they answer."""
     is_error: bool = False
     """Tool messages: the call failed and `content` is the error observation."""
-    reasoning_blocks: list[dict[str, Any]] = Field(default_factory=list, repr=False)
+    reasoning_blocks: tuple[dict[str, Any], ...] = Field(default=(), repr=False)
     """Assistant messages: the model's reasoning as its provider sent it (opaque data, e.g.
     the Messages API's `thinking` blocks with their signatures), which the same adapter
     sends back unchanged in later requests; never shown as text."""
@@ -294,7 +294,7 @@ class Turn(BaseModel):
     apart from `info.response`; `None` when it showed none."""
     reasoning_tokens: int = 0
     """Output tokens the model spent on reasoning, when its API reports them."""
-    reasoning_blocks: list[dict[str, Any]] = Field(default_factory=list, repr=False)
+    reasoning_blocks: tuple[dict[str, Any], ...] = Field(default=(), repr=False)
     """The provider's reasoning blocks of this turn, as in its assistant message, so that a
     replay puts them back into the history."""
 
