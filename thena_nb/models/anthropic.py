@@ -363,7 +363,7 @@ def _reply(message: anthropic.types.Message) -> Reply:
         cache_write_tokens=usage.cache_creation_input_tokens or 0,
         reasoning="\n\n".join(thoughts) if thoughts else None,
         reasoning_tokens=getattr(details, "thinking_tokens", None) or 0,
-        reasoning_blocks=reasoning,
+        reasoning_blocks=tuple(reasoning),
     )
 
 
