@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["Unfingerprintable", "value_bytes"]
+__all__ = ["Unfingerprintable", "digest", "value_bytes"]
 
 _DEPTH = 12
 """How deep values nest before fingerprinting gives up (a guard, not a limit users meet)."""

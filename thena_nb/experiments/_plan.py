@@ -101,13 +101,14 @@ def _jobs(
 ) -> list[Job]:
     """One job per input, variant and repeat, in that order; an input given twice is two
     runs (each with an id of its own), and so is each repeat."""
-    fingerprints = {name: fingerprint(wf) for name, wf in variants.items()}
-    for name, found in fingerprints.items():
-        if found is None:
+    fingerprints: dict[str, str | None] = {}
+    for name, wf in variants.items():
+        fingerprints[name], why = _fingerprint_or_reason(wf)
+        if why:
             warnings.warn(
                 f"variant {name!r} of workflow {workflow_name!r} cannot be fingerprinted "
-                f"({unfingerprintable_reason(variants[name])}), so its runs are never "
-                f"reused from the store: they run again every time",
+                f"({why}), so its runs are never reused from the store: they run again "
+                f"every time",
                 stacklevel=4,
             )
     seen: Counter[str] = Counter()
@@ -148,19 +149,15 @@ def fingerprint(workflow: Workflow) -> str | None:
     the code of functions, tools, stop conditions and history processors, the state class,
     budget and retry policy all count (see `_fingerprint`).
     """
-    try:
-        return digest(workflow)
-    except Unfingerprintable:
-        return None
+    return _fingerprint_or_reason(workflow)[0]
 
 
-def unfingerprintable_reason(workflow: Workflow) -> str:
-    """Why `fingerprint(workflow)` is `None`."""
+def _fingerprint_or_reason(workflow: Workflow) -> tuple[str | None, str]:
+    """The fingerprint, or `None` and why the workflow has none."""
     try:
-        digest(workflow)
+        return digest(workflow), ""
     except Unfingerprintable as exc:
-        return str(exc)
-    return ""
+        return None, str(exc)
 
 
 async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
