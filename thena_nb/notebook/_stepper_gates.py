@@ -15,7 +15,6 @@ from typing import Any
 import ipywidgets as widgets
 
 from thena_nb.core import _fork, _html
-from thena_nb.core._replay import ForkReplay
 from thena_nb.core.gates import Decision, GateError, PendingCall
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
@@ -33,9 +32,9 @@ def tool_schema(workflow: Any, pending: PendingCall) -> dict[str, Any] | None:
     ]
     agents.sort(key=lambda found: found[0] != pending.step_path)  # its own path first
     for _, step in agents:
-        tool = step._by_name.get(pending.call.name)
-        if tool is not None:
-            return dict(tool.parameters)
+        for tool in step.tools:
+            if tool.name == pending.call.name:
+                return dict(tool.parameters)
     return None
 
 
@@ -158,10 +157,10 @@ def fork_session(
     *,
     reply: Any = None,
     tool_results: Mapping[str, str] | None = None,
-    recorder: Any = None,
 ) -> Session:
-    """`run.fork(at, reply=... | tool_results=...)` as a session, paused before its first
-    turn: stepping it replays turns `0..at-1`, then serves the edited turn `at`.
+    """`run.fork(at, reply=... | tool_results=...)` as a session paused before its first
+    turn (gates pause it, as in the Stepper): stepping it replays turns `0..at-1`, then
+    serves the edited turn `at`. The fork is kept in the default store, as `run.fork`'s.
 
     Raises:
         ValueError: The run has no workflow, `at` is out of range, the turn ran in a
@@ -172,12 +171,6 @@ def fork_session(
         raise ValueError(f"run {run.run_id!r} has no workflow to fork it with")
     if (reply is None) == (tool_results is None):
         raise ValueError("edit a turn with either a new reply or new tool results")
-    _fork._check_at(run, at, True)
-    new_reply = _fork._as_reply(reply) if reply is not None else None
-    results = _fork._check_results(run, at, None, tool_results) if tool_results else None
-    _fork._check_top_level(run, at)
-    source = ForkReplay(run, at, reply=new_reply, results=results, inject=[])
-    session = Session(workflow, run.input, replay=source, recorder=recorder)
-    fork = session.result
-    fork.parent_run_id, fork.forked_at, fork._parent = run.run_id, at, run
-    return session
+    return _fork.fork_session(
+        workflow, run, at, reply=reply, tool_results=tool_results, at_gate="pause"
+    )

@@ -270,11 +270,8 @@ class Stepper(widgets.VBox):
             ValueError: The edit does not fit the turn (shown in the edit box too).
         """
         parent = self.session
-        recorder = parent._control.recorder  # the fork is kept where its parent is
         try:
-            forked = fork_session(
-                parent.result, index, reply=reply, tool_results=tool_results, recorder=recorder
-            )
+            forked = fork_session(parent.result, index, reply=reply, tool_results=tool_results)
         except (ValueError, TypeError) as exc:
             self.edit_error.value = views.error_html(views.exception_text(exc))
             raise
