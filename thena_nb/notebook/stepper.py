@@ -931,8 +931,11 @@ class Stepper(widgets.VBox):
         position = views.position_html(
             turn, len(turns), limits=self._limits.get(index), tokens=tokens
         )
-        if turn.branch is not None and index >= len(run.turns):
-            position = position.replace("</div>", f" · branch {turn.branch} of the block</div>")
+        if turn.branch is not None:
+            waits = " (joins the run when the block ends)" if index >= len(run.turns) else ""
+            position = position.replace(
+                "</div>", f" · parallel branch {_html.escape(turn.branch)}{waits}</div>"
+            )
         self.position_html.value = position
         self.transcript_html.value = _transcript.transcript_html(
             run,
