@@ -82,7 +82,7 @@ def test_step_three_times_shows_the_frame_and_turn_two(page: Page, lab: Lab) -> 
     expect(panel).to_contain_text('{"a": 3, "b": 4}')
     expect(panel).to_contain_text("would stop: no")
 
-    expect(page.locator(".widget-image")).to_be_visible()  # the failure chart
+    expect(page.locator(".thena-chart svg")).to_be_visible()  # the failure chart
     ARTIFACTS.mkdir(exist_ok=True)
     widget = page.locator(".jp-OutputArea-output").filter(has=page.locator(".thena-stepper-header"))
     shot = ARTIFACTS / "stepper.png"

@@ -31,6 +31,10 @@ STYLE = """
   line-height: 1.4; }
 .thena-ui .widget-button { width: auto; min-width: 0; padding: 0 10px; }
 .thena-ui .widget-checkbox { width: auto; }
+.thena-ui .widget-tab > .lm-TabBar .lm-TabBar-tab { flex: 0 0 auto; max-width: none;
+  min-width: 0; padding: 0 10px; }
+.thena-ui .widget-tab > .lm-TabBar .lm-TabBar-tabLabel { overflow: visible; }
+.thena-ui .widget-dropdown > select { min-width: 0; }
 .thena-ui .widget-checkbox .widget-label { width: auto; overflow: visible; }
 .thena-ui code { color: var(--thena-fg); background: transparent; }
 .thena-ui pre { color: var(--thena-fg); }
@@ -62,7 +66,7 @@ STYLE = """
 .thena-bad-text { color: var(--thena-bad); }
 .thena-inspector h4 { margin: 6px 0 2px 0; font-size: 100%; }
 .thena-inspector details > summary { cursor: pointer; }
-.thena-frame table { border-collapse: collapse; width: 100%; }
+.thena-frame table { border-collapse: collapse; width: auto; max-width: 100%; }
 .thena-frame th, .thena-frame td { text-align: left; vertical-align: top; padding: 1px 6px;
   border-bottom: 1px solid var(--thena-border); }
 .thena-frame td.num, .thena-frame th.num { text-align: right; font-variant-numeric: tabular-nums; }

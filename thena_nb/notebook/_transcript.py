@@ -284,7 +284,7 @@ def frame_table_html(turns: Sequence[Turn], lo: int, hi: int, *, current: int | 
     head = "".join(f'<th class="{c}">{n}</th>' for n, c in (*_FRAME_HEAD, *_FRAME_TAIL))
     rows = "".join(_frame_row(t, current) for t in turns[lo:hi])
     return (
-        f'<div class="thena-frame"><div>turns {lo}–{hi - 1}</div>'
+        f'<div class="thena-frame thena-stepper-frame"><div>turns {lo}–{hi - 1}</div>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
     )
 

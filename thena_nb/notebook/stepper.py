@@ -46,8 +46,14 @@ from thena_nb.notebook._stepper_gates import GateCard, fork_session, tool_schema
 
 # `benchmarks/stepper_render.py` times the chart drawing under these names.
 
-__all__ = ["FRAME_ROWS", "Stepper"]
+__all__ = ["EDIT_TAB", "FRAME_ROWS", "Stepper"]
 
+EDIT_TAB = "Edit and continue"
+"""The inspector's last tab: edit the shown turn's reply or a tool result, then fork."""
+_EDIT_HELP = (
+    "<div>Edit the reply or a tool result of the shown turn, then fork the run from it: "
+    "the Stepper follows the fork (a button leads back to this run).</div>"
+)
 FRAME_ROWS = 20
 """Rows of the turn frame shown: the turns up to and including the shown one."""
 _REFRESH_S = 0.25
@@ -683,6 +689,7 @@ class Stepper(widgets.VBox):
         self.forward_button = button("", "Next turn", "chevron-right")
         self.what_if_button = button("What if", "Evaluate on recorded turns")
         self.edit_button = button("Edit this turn and continue", "Fork the run with this edit")
+        self.edit_button.button_style = "warning"
         self.parent_button = button("Back to the parent run", "Follow the run this was forked from")
         self.parent_button.layout.display = "none"
 
@@ -698,11 +705,7 @@ class Stepper(widgets.VBox):
         self.saw_html = widgets.HTML()
         self.reasoning_html = widgets.HTML()
         self.tools_html = widgets.HTML()
-        self.inspector = widgets.Tab(
-            children=[self.turn_html, self.saw_html, self.reasoning_html, self.tools_html],
-            layout={"flex": "1 1 340px", "min_width": "300px"},
-        )
-        self.inspector.titles = _transcript.INSPECTOR_TABS
+        self.inspector = widgets.Tab(layout={"flex": "1 1 340px", "min_width": "300px"})
         self.inspector.add_class("thena-inspector")
         self.frame_html = widgets.HTML(layout={"overflow": "auto", "max_width": "100%"})
         self.chart = widgets.HTML(layout={"display": "none", "max_width": "660px"})
@@ -734,7 +737,9 @@ class Stepper(widgets.VBox):
             layout={"width": "320px", "max_width": "100%"},
         )
         self._what_if_quiet = False
-        self.edit_target = widgets.Dropdown(description="edit", layout={"width": "auto"})
+        self.edit_target = widgets.Dropdown(
+            description="edit", layout={"width": "auto", "max_width": "100%"}
+        )
         self.edit_text = widgets.Textarea(rows=3, layout={"width": "100%"})
         self.edit_error = widgets.HTML()
 
@@ -763,11 +768,29 @@ class Stepper(widgets.VBox):
             ],
             layout=wrap,
         )
+        edit = widgets.VBox(
+            [
+                widgets.HTML(_EDIT_HELP),
+                widgets.HBox([self.edit_target, self.edit_button], layout=wrap),
+                self.edit_text,
+                self.edit_error,
+            ]
+        )
+        edit.add_class("thena-edit")
+        self.inspector.children = [
+            self.turn_html,
+            self.saw_html,
+            self.reasoning_html,
+            self.tools_html,
+            edit,
+        ]
+        self.inspector.titles = (*_transcript.INSPECTOR_TABS, EDIT_TAB)
         main = widgets.HBox(
             [self.transcript_html, self.inspector], layout={"flex_flow": "row wrap"}
         )
-        edit = widgets.VBox([self.edit_target, self.edit_text, self.edit_button, self.edit_error])
-        edit.add_class("thena-edit")
+        self.live_box = widgets.VBox(
+            [self.live_label, self.live_text], layout={"display": "none"}
+        )
         what_if = widgets.HBox([self.what_if_text, self.what_if_button], layout=wrap)
         forked = widgets.HBox([self.fork_html, self.parent_button], layout=wrap)
         return [
@@ -779,10 +802,8 @@ class Stepper(widgets.VBox):
             scrub,
             self.position_html,
             self.error_html,
-            self.live_label,
-            self.live_text,
+            self.live_box,
             main,
-            edit,
             breaks,
             self.break_error_html,
             self.frame_html,
@@ -820,6 +841,7 @@ class Stepper(widgets.VBox):
 
     def _set_busy(self, busy: bool) -> None:
         self._busy = busy
+        self.live_box.layout.display = None if busy else "none"
         if busy:
             self.status = "running"
         self._render_controls()
