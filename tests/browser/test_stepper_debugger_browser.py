@@ -125,11 +125,13 @@ def test_step_through_a_parallel_block_one_branch_turn_at_a_time(page: Page, lab
     saw = page.locator(".thena-saw")
     expect(saw).to_be_visible()
     expect(saw).to_contain_text("System prompt")
-    expect(page.locator(".thena-system")).to_contain_text("You research")  # not the Planner's
+    expect(page.locator(".thena-system")).to_have_text("(none)")  # the Critic has none
+    button(page, "Previous turn").click()
+    expect(page.locator(".thena-system")).to_have_text("You research <carefully>.")
     button(page, "Previous turn").click()
     button(page, "Previous turn").click()
-    button(page, "Previous turn").click()
-    expect(page.locator(".thena-system")).to_contain_text("You plan.")
+    expect(page.locator(".thena-stepper-position")).to_contain_text("turn 0 (1 of 4)")
+    expect(page.locator(".thena-system")).to_have_text("You plan.")
     widget_shot(page, "stepper-branches.png")
 
 

@@ -18,7 +18,10 @@ from thena_nb.core import _html
 from thena_nb.core.report import ReportNode
 from thena_nb.core.types import Turn
 
-__all__ = ["failure_chart_svg", "iteration_end", "stop_text"]
+__all__ = ["MAX_TURNS", "failure_chart_svg", "iteration_end", "stop_text"]
+
+MAX_TURNS = 500
+"""Turns a panel draws at most: a loop's last this-many (the page stays small)."""
 
 _W = 640
 _PANEL_H = 132
@@ -59,10 +62,11 @@ def failure_chart_svg(
     if not loops:
         return '<div class="thena-chart"><i>no loops</i></div>'
     by_index = {turn.index: turn for turn in turns}
+    indexes = [node.turn_indexes()[-MAX_TURNS:] for node in loops]
     marks = list(what_if) if what_if is not None else [None] * len(loops)
     panels = [
-        _panel(node, [by_index[i] for i in node.turn_indexes() if i in by_index], k, current, w)
-        for k, (node, w) in enumerate(zip(loops, marks, strict=True))
+        _panel(node, [by_index[i] for i in shown if i in by_index], k, current, w)
+        for k, (node, shown, w) in enumerate(zip(loops, indexes, marks, strict=True))
     ]
     if every_turn:
         panels = [
@@ -93,8 +97,9 @@ def _panel(
     def py(y: float) -> float:
         return y0 + _PANEL_H - _BOTTOM - y / (top + 0.5) * (_PANEL_H - _TOP - _BOTTOM)
 
+    title = node.path + (f" (its last {MAX_TURNS} turns)" if len(xs) >= MAX_TURNS else "")
     parts = [f'<g class="panel" data-loop="{esc(node.path)}">']
-    parts.append(f'<text x="{_LEFT}" y="{y0 + 14}">{esc(node.path)}</text>')
+    parts.append(f'<text x="{_LEFT}" y="{y0 + 14}">{esc(title)}</text>')
     parts.append(
         f'<text x="{_W - _RIGHT}" y="{y0 + 14}" text-anchor="end">{esc(stop_text(node))}</text>'
     )
@@ -119,7 +124,7 @@ def _panel(
 def _now_lines(loops: Sequence[ReportNode], k: int, by_index: dict[int, Turn]) -> str:
     """Hidden lines, one per turn of panel `k`, that a page's script shows one at a time."""
     node = loops[k]
-    indexes = [i for i in node.turn_indexes() if i in by_index]
+    indexes = [i for i in node.turn_indexes()[-MAX_TURNS:] if i in by_index]
     if not indexes:
         return ""
     lo, hi = min(indexes), max(max(indexes), min(indexes) + 1)

@@ -34,6 +34,8 @@ STYLE = """
 .thena-ui .widget-tab > .lm-TabBar .lm-TabBar-tab { flex: 0 0 auto; max-width: none;
   min-width: 0; padding: 0 10px; }
 .thena-ui .widget-tab > .lm-TabBar .lm-TabBar-tabLabel { overflow: visible; }
+.thena-ui .widget-tab > .lm-TabBar { height: auto; min-height: 0; overflow: visible; }
+.thena-ui .widget-tab > .lm-TabBar .lm-TabBar-content { flex-wrap: wrap; }
 .thena-ui .widget-dropdown > select { min-width: 0; }
 .thena-ui .widget-checkbox .widget-label { width: auto; overflow: visible; }
 .thena-ui code { color: var(--thena-fg); background: transparent; }
@@ -69,6 +71,7 @@ STYLE = """
 .thena-frame table { border-collapse: collapse; width: auto; max-width: 100%; }
 .thena-frame th, .thena-frame td { text-align: left; vertical-align: top; padding: 1px 6px;
   border-bottom: 1px solid var(--thena-border); }
+.thena-frame th { white-space: nowrap; }
 .thena-frame td.num, .thena-frame th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .thena-frame tr.current td { background: var(--thena-bg-alt); }
 .thena-frame td.reply { max-width: 420px; }

@@ -59,6 +59,8 @@ FRAME_ROWS = 20
 _REFRESH_S = 0.25
 """While a run is going, redraw the shown turn at most this often."""
 _CHART_DELAY_S = 0.2
+_LIVE_CHART_S = 1.0
+"""While a run is going, redraw the chart at most this often."""
 _STOPPED_LOOPS = 4
 """Stopped loops the header names, the latest ones."""
 
@@ -157,6 +159,7 @@ class Stepper(widgets.VBox):
         self._stop_requested = False
         self._last_action = "step"
         self._last_draw = 0.0
+        self._last_chart = 0.0
         self._build()
         super().__init__(children=self._layout(), **kwargs)
         self.add_class(_theme.UI_CLASS)
@@ -565,6 +568,9 @@ class Stepper(widgets.VBox):
         if now - self._last_draw >= _REFRESH_S:
             self._last_draw = now
             self.show(len(self._all_turns()) - 1)
+        if self._busy and now - self._last_chart >= _LIVE_CHART_S:
+            self._last_chart = now  # the chart keeps up with a long run, now and then
+            self._schedule_chart()
         self._render_header()
 
     def _note_turn(self, turn: Turn) -> None:
@@ -788,9 +794,7 @@ class Stepper(widgets.VBox):
         main = widgets.HBox(
             [self.transcript_html, self.inspector], layout={"flex_flow": "row wrap"}
         )
-        self.live_box = widgets.VBox(
-            [self.live_label, self.live_text], layout={"display": "none"}
-        )
+        self.live_box = widgets.VBox([self.live_label, self.live_text], layout={"display": "none"})
         what_if = widgets.HBox([self.what_if_text, self.what_if_button], layout=wrap)
         forked = widgets.HBox([self.fork_html, self.parent_button], layout=wrap)
         return [
