@@ -749,6 +749,26 @@ class Stepper(widgets.VBox):
         self.edit_text = widgets.Textarea(rows=3, layout={"width": "100%"})
         self.edit_error = widgets.HTML()
 
+    def _fill_inspector(self, wrap: dict[str, str]) -> None:
+        """The inspector's tabs: the four views of the turn, then the edit box."""
+        edit = widgets.VBox(
+            [
+                widgets.HTML(_EDIT_HELP),
+                widgets.HBox([self.edit_target, self.edit_button], layout=wrap),
+                self.edit_text,
+                self.edit_error,
+            ]
+        )
+        edit.add_class("thena-edit")
+        self.inspector.children = [
+            self.turn_html,
+            self.saw_html,
+            self.reasoning_html,
+            self.tools_html,
+            edit,
+        ]
+        self.inspector.titles = (*_transcript.INSPECTOR_TABS, EDIT_TAB)
+
     def _layout(self) -> list[widgets.Widget]:
         wrap = {"flex_flow": "row wrap", "align_items": "center"}
         self.controls = widgets.HBox(
@@ -774,23 +794,7 @@ class Stepper(widgets.VBox):
             ],
             layout=wrap,
         )
-        edit = widgets.VBox(
-            [
-                widgets.HTML(_EDIT_HELP),
-                widgets.HBox([self.edit_target, self.edit_button], layout=wrap),
-                self.edit_text,
-                self.edit_error,
-            ]
-        )
-        edit.add_class("thena-edit")
-        self.inspector.children = [
-            self.turn_html,
-            self.saw_html,
-            self.reasoning_html,
-            self.tools_html,
-            edit,
-        ]
-        self.inspector.titles = (*_transcript.INSPECTOR_TABS, EDIT_TAB)
+        self._fill_inspector(wrap)
         main = widgets.HBox(
             [self.transcript_html, self.inspector], layout={"flex_flow": "row wrap"}
         )
