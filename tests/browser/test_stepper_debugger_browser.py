@@ -196,7 +196,7 @@ def test_edit_a_turn_and_continue(page: Page, lab: Lab) -> None:
     expect(header).to_contain_text("finished")
     button(page, "Previous turn").click()
     expect(page.locator(".thena-stepper-position")).to_contain_text("turn 1 (2 of 3)")
-    tab(page, "Edit and continue").click()
+    tab(page, "Edit").click()
     box = page.locator(".thena-edit textarea")
     box.fill("Stop here: the sum is 3 + <4>.")
     button(page, "Fork the run with this edit").click()

@@ -48,7 +48,7 @@ from thena_nb.notebook._stepper_gates import GateCard, fork_session, tool_schema
 
 __all__ = ["EDIT_TAB", "FRAME_ROWS", "Stepper"]
 
-EDIT_TAB = "Edit and continue"
+EDIT_TAB = "Edit"
 """The inspector's last tab: edit the shown turn's reply or a tool result, then fork."""
 _EDIT_HELP = (
     "<div>Edit the reply or a tool result of the shown turn, then fork the run from it: "
