@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from .lab_helpers import ARTIFACTS, ROOT, Lab, open_and_run, stepper_root, write_notebook
+from .lab_helpers import ARTIFACTS, Lab, open_and_run, stepper_root, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -82,12 +80,11 @@ def test_step_three_times_shows_the_frame_and_turn_two(page: Page, lab: Lab) -> 
     expect(panel).to_contain_text('{"a": 3, "b": 4}')
     expect(panel).to_contain_text("would stop: no")
 
-    expect(page.locator(".widget-image")).to_be_visible()  # the failure chart
+    expect(page.locator(".thena-chart svg")).to_be_visible()  # the failure chart
     ARTIFACTS.mkdir(exist_ok=True)
     widget = page.locator(".jp-OutputArea-output").filter(has=page.locator(".thena-stepper-header"))
-    shot = ARTIFACTS / "stepper.png"
-    widget.first.screenshot(path=str(shot))
-    shutil.copyfile(shot, ROOT / "docs" / "stepper.png")
+    # docs/stepper.png comes from test_stepper_debugger_browser.py's main screenshot
+    widget.first.screenshot(path=str(ARTIFACTS / "stepper-three-steps.png"))
 
 
 def test_a_script_in_model_text_does_not_run(page: Page, lab: Lab) -> None:

@@ -19,7 +19,7 @@ from thena_nb.notebook.stepper import FRAME_ROWS
 
 pytestmark = pytest.mark.anyio
 
-PNG = b"\x89PNG\r\n\x1a\n"
+SVG = '<div class="thena-chart"><svg'
 HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=alert(1)> & done"
 ADD = reply.tool("add", a=1, b=1)
 RESCUED = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
@@ -38,11 +38,11 @@ def frame_rows(stepper: Stepper) -> int:
     return body.count("<tr")
 
 
-async def chart_png(stepper: Stepper) -> bytes:
-    """The chart once the redraw that follows the last action has finished."""
+async def chart_svg(stepper: Stepper) -> str:
+    """The chart (inline SVG) once the redraw that follows the last action has finished."""
     assert stepper.chart_task is not None
     await stepper.chart_task
-    return bytes(stepper.chart.value)
+    return str(stepper.chart.value)
 
 
 async def click(button: widgets.Button, stepper: Stepper) -> Any:
@@ -70,9 +70,9 @@ async def test_step_three_times_shows_each_turn_frame_and_chart() -> None:
     turn = await click(stepper.step_button, stepper)
     assert turn.index == 0 and stepper.status == "paused"
     assert (stepper.turn_count, stepper.position) == (1, 0)
-    first_chart = await chart_png(stepper)
+    first_chart = await chart_svg(stepper)
     assert stepper.chart.layout.display is None
-    assert first_chart.startswith(PNG)
+    assert first_chart.startswith(SVG)
 
     await click(stepper.step_button, stepper)
     panel = stepper.turn_html.value
@@ -81,8 +81,8 @@ async def test_step_three_times_shows_each_turn_frame_and_chart() -> None:
     assert "native" in panel and "tool_use" in panel
     assert "would stop: <b>no</b>" in panel
     assert frame_rows(stepper) == 2
-    chart = await chart_png(stepper)
-    assert chart.startswith(PNG) and chart != first_chart
+    chart = await chart_svg(stepper)
+    assert chart.startswith(SVG) and chart != first_chart
 
     await click(stepper.step_button, stepper)
     assert stepper.status == "finished" and stepper.turn_count == 3
@@ -104,7 +104,7 @@ async def test_the_chart_is_redrawn_after_an_action_not_during_it() -> None:
     assert pending is not None and not pending.done()
     await stepper.step()  # a quick second step: the first redraw is dropped
     assert pending.cancelled() or pending.done()
-    assert (await chart_png(stepper)).startswith(PNG)
+    assert (await chart_svg(stepper)).startswith(SVG)
 
 
 async def test_position_line_counts_fails_and_tokens() -> None:
@@ -332,7 +332,10 @@ async def test_stop_while_running_cancels_the_model_call_in_flight() -> None:
     agent = Agent("A", model=model, tools=[add])
     stepper = Workflow("w", [loop(steps=[agent], until=until_answered)]).stepper("go")
     task = stepper.run()
-    await asyncio.sleep(0.05)  # the second model call is under way
+    for _ in range(200):  # until the second model call is under way
+        if len(model.requests) == 2:
+            break
+        await asyncio.sleep(0.005)
     assert stepper.status == "running"
     assert stepper.stop() is task
     await task
@@ -572,14 +575,14 @@ async def test_the_mime_bundle_carries_an_html_snapshot_of_what_the_stepper_show
     stepper.chart_delay = 0
     assert "no turns yet" in stepper._repr_mimebundle_()["text/html"]
     await click(stepper.run_button, stepper)
-    await chart_png(stepper)
+    await chart_svg(stepper)
     bundle = stepper._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     snapshot = bundle["text/html"]
-    assert snapshot.startswith('<div class="thena-stepper-snapshot">')
+    assert snapshot.startswith('<div class="thena-stepper-snapshot thena-ui">')
     assert stepper.header.value in snapshot and stepper.turn_html.value in snapshot
     assert "&lt;script&gt;window.__pwned" in snapshot and "<script" not in snapshot
-    assert "<button" not in snapshot and 'src="data:image/png;base64,' in snapshot
+    assert "<button" not in snapshot and '<svg xmlns="http://www.w3.org/2000/svg"' in snapshot
 
 
 class _Loud(int):

@@ -28,7 +28,7 @@ from thena_nb.core.types import Message
 if TYPE_CHECKING:
     from thena_nb.core.workflow import Workflow
 
-__all__ = ["acontinue", "afork", "aresume"]
+__all__ = ["acontinue", "afork", "aresume", "fork_session"]
 
 
 async def afork(
@@ -56,6 +56,38 @@ async def afork(
             no agent or step.
         TypeError: `reply` or `inject` is of the wrong kind.
     """
+    session = fork_session(
+        workflow,
+        run,
+        at,
+        reply=reply,
+        tool_results=tool_results,
+        inject=inject,
+        changes=changes,
+        store=store,
+    )
+    return await session.run()
+
+
+def fork_session(
+    workflow: Workflow,
+    run: Run,
+    at: int,
+    *,
+    reply: Any = None,
+    tool_results: Mapping[str, str] | None = None,
+    inject: Sequence[Message | str] | None = None,
+    changes: Changes | None = None,
+    store: RunStore | Literal[False] | None = None,
+    at_gate: Literal["pause", "wait"] = "wait",
+) -> Session:
+    """The session of `afork`, not started: stepping it replays turns `0..at-1`, then
+    serves turn `at` as edited (the Stepper's "Edit this turn and continue" steps it).
+
+    Raises:
+        ValueError: As `afork`.
+        TypeError: As `afork`.
+    """
     edited = reply is not None or tool_results is not None
     _check_at(run, at, edited)
     new_reply = _as_reply(reply) if reply is not None else None
@@ -66,10 +98,10 @@ async def afork(
     changed = apply_changes(workflow, changes)
     source = ForkReplay(run, at, reply=new_reply, results=results, inject=messages)
     recorder = resolve_store(store)
-    session = Session(changed, run.input, replay=source, recorder=recorder, at_gate="wait")
+    session = Session(changed, run.input, replay=source, recorder=recorder, at_gate=at_gate)
     fork = session.result
     fork.parent_run_id, fork.forked_at, fork._parent = run.run_id, at, run
-    return await session.run()
+    return session
 
 
 def _check_at(run: Run, at: int, edited: bool) -> None:

@@ -11,7 +11,9 @@ No other module of `thena_nb.core` imports inside a function.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core.errors import StoreError
@@ -37,6 +39,7 @@ __all__ = [
     "require_store",
     "run_experiment",
     "run_html",
+    "run_page",
     "scan_tool_calls",
     "split_reasoning",
     "stepper",
@@ -97,6 +100,13 @@ def run_html(run: Run) -> str:
     from thena_nb.notebook.display import run_html as html
 
     return html(run)
+
+
+def run_page(run: Run, path: str | os.PathLike[str]) -> Path:
+    """`run.to_html(path)`: the run as one self-contained HTML file (notebook layer)."""
+    from thena_nb.notebook.page import write_run_page
+
+    return write_run_page(run, path)
 
 
 def stepper(session: Session) -> Stepper:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -468,6 +470,31 @@ class Run:
 
         run.request_parts = dict(data.get("request_parts") or {})
         return run
+
+    def to_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write the run as one self-contained HTML file: its transcript, an inspector of
+        each turn (reply, what the model saw, reasoning, tools), the turn table and the
+        failure chart as inline SVG, with back/forward over the turns. The file needs no
+        network, no kernel and no CDN; every text in it is escaped.
+
+        Args:
+            path: The file to write (its directory must exist).
+
+        Returns:
+            The path written.
+
+        Example:
+            >>> import pathlib, tempfile
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> run = Workflow("w", [Agent("A", model=ScriptedModel(["hi"]))]).run(
+            ...     "go", store=False)
+            >>> with tempfile.TemporaryDirectory() as tmp:
+            ...     page = run.to_html(pathlib.Path(tmp) / "run.html")
+            ...     page.read_text().startswith("<!doctype html>")
+            True
+        """
+        return _portals.run_page(self, path)
 
     def _repr_html_(self) -> str:
         return _portals.run_html(self)

@@ -9,6 +9,11 @@ runs, `Stepper` when a stepper opens).
 | `magics` | `%%thena_workflow`, `%thena_run`, `%thena_step` and their cell parsing |
 | `stepper` | the `Stepper` widget: its controls, traits and public methods |
 | `_stepper_views` | what the Stepper shows, as functions of plain data |
+| `_transcript` | the conversation, the turn inspector's tabs, the turn table (Stepper and page) |
+| `_svg_chart` | the failure chart as inline SVG, themed by CSS |
+| `_theme` | the one stylesheet, on JupyterLab's theme variables |
+| `_stepper_gates` | the gate cards and the fork session of "Edit this turn and continue" |
+| `page` | a run as one self-contained HTML page (`run.to_html`) |
 | `frames` | pandas DataFrames of turns |
 | `charts` | the failure-streak Figure, and the one figure-to-PNG helper |
 | `display` | a run's full HTML (`run_html`), as `Run._repr_html_` shows it |

@@ -21,6 +21,7 @@ __all__ = [
     "CHART_LOOPS",
     "EMPTY_POSITION",
     "LIVE_LABEL",
+    "OpenLoopLike",
     "answering_html",
     "calling_html",
     "chart_png",
@@ -72,9 +73,21 @@ def exception_text(exc: BaseException) -> str:
 
 
 def header_html(
-    workflow: str, status: str, turn_count: int, *, hit: int | None, reason: str
+    workflow: str,
+    status: str,
+    turn_count: int,
+    *,
+    hit: int | None,
+    reason: str,
+    input: str | None = None,
+    live: str = "",
+    loops: Sequence[OpenLoopLike] = (),
+    stopped: Sequence[ReportNode] = (),
+    in_block: int = 0,
+    waiting: int = 0,
 ) -> str:
-    """The top line: workflow, a status badge, the turn count and the breakpoint that paused.
+    """The header: workflow, the run's input, a status badge, the turn count, who is
+    answering, each open loop against its limits, stop-reason badges, a breakpoint.
 
     Args:
         workflow: The workflow's name.
@@ -82,20 +95,75 @@ def header_html(
         turn_count: Turns recorded so far.
         hit: The turn whose breakpoint paused the run, or `None`.
         reason: Why that breakpoint held.
+        input: The run's input.
+        live: What happens now, e.g. `answering_html(agent)`; HTML made here.
+        loops: The open loops, outermost first (`session.open_loops`).
+        stopped: Loop nodes that have stopped, each shown with its stop reason.
+        in_block: Branch turns of a `parallel` block under way, not counted yet.
+        waiting: Tool calls that wait for a decision.
     """
-    color = _STATUS_COLORS.get(status, "#777")
-    badge = (
-        f'<span style="padding:0 6px;border-radius:8px;color:#fff;background:{color}">'
-        f"{_html.escape(status)}</span>"
-    )
+    esc = _html.escape
+    shown = "stopping…" if status == "stopping" else status
+    badge = f'<span class="thena-badge s-{esc(status)}">{esc(shown)}</span>'
+    count = esc(_html.plural(turn_count, "turn"))
+    if in_block:
+        count += f" (+{esc(in_block)} in a parallel block)"
     tail = ""
     if hit is not None:
-        tail = f" · <b>breakpoint</b> at turn {_html.escape(hit)}: {_html.escape(reason)}"
-    count = _html.escape(_html.plural(turn_count, "turn"))
+        tail = f" · <b>breakpoint</b> at turn {esc(hit)}: {esc(reason)}"
+    if waiting:
+        tail += f" · <b>{esc(_html.plural(waiting, 'tool call'))} wait for a decision</b>"
+    lines = [
+        f"<div><b>Stepper</b> · workflow <b>{esc(workflow)}</b> · {badge} · {count}{tail}</div>"
+    ]
+    if input is not None:
+        lines.append(f'<div class="thena-line">input: {esc(_cut(input, 200))}</div>')
+    if live:
+        lines.append(f'<div class="thena-line thena-live">{live}</div>')
+    lines.extend(_open_loop_line(depth, loop) for depth, loop in enumerate(loops))
+    lines.extend(_stopped_line(node) for node in stopped)
+    return f'<div class="thena-stepper-header">{"".join(lines)}</div>'
+
+
+class OpenLoopLike(Protocol):
+    """What the header reads of an open loop (`session.open_loops`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def max_iterations(self) -> int: ...
+    @property
+    def consecutive_fails(self) -> int: ...
+    @property
+    def max_fails(self) -> float: ...
+
+
+def _open_loop_line(depth: int, loop: OpenLoopLike) -> str:
+    esc = _html.escape
+    arrow = "↳ " * depth
     return (
-        f'<div class="thena-stepper-header"><b>Stepper</b> · workflow '
-        f"<b>{_html.escape(workflow)}</b> · {badge} · {count}{tail}</div>"
+        f'<div class="thena-line">{arrow}loop <code>{esc(loop.path)}</code>: iteration '
+        f"{esc(loop.iteration)} of {esc(loop.max_iterations)} · consecutive fails "
+        f"{esc(loop.consecutive_fails)} of {esc(_fails_limit(loop.max_fails))}</div>"
     )
+
+
+def _stopped_line(node: ReportNode) -> str:
+    esc = _html.escape
+    reason = node.stop_reason or "error"
+    limit = f" of {esc(node.max_iterations)}" if node.max_iterations is not None else ""
+    return (
+        f'<div class="thena-line">loop <code>{esc(node.path)}</code> stopped: '
+        f'<span class="thena-badge r-{esc(reason)}">{esc(reason)}</span> after '
+        f"{esc(_html.plural(node.iterations, 'iteration'))}{limit}</div>"
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def error_html(text: str) -> str:
@@ -176,12 +244,13 @@ def frame_window(index: int, rows: int) -> tuple[int, int]:
     return max(0, hi - rows), hi
 
 
-def frame_table_html(turns: Sequence[Turn], lo: int, hi: int, *, rows: int) -> str:
-    """The turn frame of `turns[lo:hi]` as a table under a `turns lo–hi` line (needs pandas)."""
-    from thena_nb.notebook import frames
+def frame_table_html(
+    turns: Sequence[Turn], lo: int, hi: int, *, rows: int, current: int | None = None
+) -> str:
+    """The turn table of `turns[lo:hi]` under a `turns lo–hi` line (`rows` is its height)."""
+    from thena_nb.notebook._transcript import frame_table_html as table
 
-    table = frames.frame_html(frames.turn_frame(turns[lo:hi]), max_rows=rows)
-    return f'<div class="thena-stepper-frame"><div>turns {lo}–{hi - 1}</div>{table}</div>'
+    return table(turns, lo, min(hi, lo + rows), current=current)
 
 
 def what_if_html(label: str, loops: Sequence[ReportNode], answers: Mapping[str, _Answer]) -> str:
@@ -228,9 +297,10 @@ def _what_if_row(key: str, node: ReportNode, iteration: int | None, reason: str 
     )
 
 
-def answering_html(agent: str | None) -> str:
-    """The live label while `agent`'s model call runs."""
-    return f"<b>{_html.escape(agent)}</b> is answering…"
+def answering_html(agent: str | None, branch: int | None = None) -> str:
+    """The live label while `agent`'s model call runs (in a parallel branch, if given)."""
+    where = f" (branch {_html.escape(branch)})" if branch is not None else ""
+    return f"<b>{_html.escape(agent)}</b>{where} is answering…"
 
 
 def calling_html(agent: str | None, tool: str) -> str:

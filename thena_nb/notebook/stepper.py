@@ -1,73 +1,102 @@
-"""The Stepper: a widget that steps through one live `Session`, turn by turn.
+"""The Stepper: a debugger for one live `Session`, turn by turn.
 
-Built from stock ipywidgets only (buttons, an `IntSlider`, `HTML`, `Textarea`, `Image`), so
-there is no front-end code to build. Every control calls a public method (`step`,
-`step_iteration`, `run`, `stop`, `show`, `back`, `forward`, `what_if`), and the state a late
-view needs (position, status, turn count, breakpoint hit) lives in traits.
+Built from stock ipywidgets only (buttons, a `Tab`, an `IntSlider`, `HTML`, `Text`,
+`Textarea`), so there is no front-end code to build. Every control calls a public method
+(`step`, `step_iteration`, `run`, `pause`, `continue_run`, `stop`, `show`, `back`,
+`forward`, `what_if`, `decide`, `edit_turn`, `back_to_parent`), and the state a late view
+needs (position, status, turn count, breakpoint hit, pending calls) lives in traits.
 
 Work never blocks the kernel: a button schedules a task on the running event loop and returns;
 the task is `stepper.task` (awaitable), and a click while it runs is ignored, so there is never
 a second turn in flight.
 
-This module holds the controls and what they do; how each part looks is `_stepper_views`. It
-reads the run only through the public `Session`: `result`, `context`, `open_loops`, events.
+This module holds the controls and what they do; how each part looks is `_stepper_views`,
+`_transcript` (the conversation, the inspector, the turn table) and `_svg_chart`; the gate
+cards and the edit-and-continue fork are `_stepper_gates`. It reads the run through the
+public `Session`: `result`, `context`, `open_loops`, `pending`, `decide`, events.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
+import itertools
+import re
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from html import unescape
 from typing import Any
 
 import ipywidgets as widgets
 from traitlets import Bool, Int, Unicode, link
 
 import thena_nb
+from thena_nb.core import _html
 from thena_nb.core.events import Event
+from thena_nb.core.gates import Decision
 from thena_nb.core.run import Run
 from thena_nb.core.session import OpenLoop, Session
 from thena_nb.core.steps import LoopStep, callable_name, walk
 from thena_nb.core.stopping import call_condition
-from thena_nb.core.types import Turn, TurnInfo
+from thena_nb.core.types import ToolCall, Turn, TurnInfo
 from thena_nb.core.what_if import WhatIf
 from thena_nb.notebook import _stepper_views as views
+from thena_nb.notebook import _svg_chart, _theme, _transcript
+from thena_nb.notebook._stepper_gates import GateCard, fork_session, tool_schema
 
 # `benchmarks/stepper_render.py` times the chart drawing under these names.
 
-__all__ = ["FRAME_ROWS", "Stepper"]
+__all__ = ["EDIT_TAB", "FRAME_ROWS", "Stepper"]
 
+EDIT_TAB = "Edit"
+"""The inspector's last tab: edit the shown turn's reply or a tool result, then fork."""
+_EDIT_HELP = (
+    "<div>Edit the reply or a tool result of the shown turn, then fork the run from it: "
+    "the Stepper follows the fork (a button leads back to this run).</div>"
+)
 FRAME_ROWS = 20
 """Rows of the turn frame shown: the turns up to and including the shown one."""
 _REFRESH_S = 0.25
 """While a run is going, redraw the shown turn at most this often."""
 _CHART_DELAY_S = 0.2
+_LIVE_CHART_S = 1.0
+"""While a run is going, redraw the chart at most this often."""
+_STOPPED_LOOPS = 4
+"""Stopped loops the header names, the latest ones."""
 
 _Where = tuple[tuple[str, int], ...]
 """A loop iteration, told apart from every other: `(path, iteration)` of each open loop from
 the outermost down to it (a nested loop starts over at iteration 1 in each outer iteration)."""
 
 
+def _gate_every_call(call: ToolCall) -> bool:
+    """The gate predicate of "pause before every tool call"."""
+    return True
+
+
 class Stepper(widgets.VBox):
-    """Step through a workflow run turn by turn: step, run, stop, scrub and break.
+    """Step through a workflow run turn by turn: step, run, pause, stop, gate, edit, break.
 
     Open it with `wf.stepper(input)` or `%thena_step NAME INPUT`; `display(stepper)` shows
     it. It drives `session` (the only thing that advances the run) and records nothing of its
     own beyond what it shows.
 
+    The view: a header (the input, the status, who is answering, each open loop against its
+    limits, stop reasons), the controls, one card per tool call held at a gate, the
+    conversation beside an inspector of the shown turn (Reply, What the model saw,
+    Reasoning, Tools), the turn table and the failure chart.
+
     Breakpoints pause `run()` and `step_iteration()` after a turn: `break_on_error` (a failed
     tool call), `break_on_rescued` (a call found in the model's text), every function given
     to `break_when` (an `until`-style `fn(ctx)` or `fn(ctx, state)`), and the expression in
-    the "break when" box (`break_expression`), a Python expression evaluated after every
-    turn with `turn` (the `Turn`), `ctx` (the run's context, its `turn` being this turn's
-    `TurnInfo`), `state` and thena_nb's public names in scope, e.g.
-    `turn.info.tool_name == "search"` or `ctx.loop_tool_calls > 3`.
+    the "break when" box (`break_expression`, compiled as it is typed: `break_error` says
+    what is wrong at once), a Python expression evaluated after every turn with `turn` (the
+    `Turn`), `ctx` (the run's context, its `turn` being this turn's `TurnInfo`), `state` and
+    thena_nb's public names in scope, e.g. `turn.info.tool_name == "search"`.
 
-    The what-if box takes a stop condition written with thena_nb's names, e.g.
-    `max_tool_calls(3)` or `until_text("done")`, and shows at which iteration each loop of
-    the recorded run would have stopped under it; no model is called.
+    The what-if box (Enter runs it) takes a stop condition written with thena_nb's names,
+    e.g. `max_tool_calls(3)`, and shows, in words and on the chart, at which iteration each
+    loop of the recorded run would have stopped under it; no model is called.
 
     Args:
         session: A session of the core executor, e.g. `wf.session(input)`.
@@ -87,7 +116,8 @@ class Stepper(widgets.VBox):
     turn_count = Int(0).tag(sync=True)
     """Turns recorded so far."""
     status = Unicode("new").tag(sync=True)
-    """`new`, `running`, `paused`, or the run's final status once it ended."""
+    """`new`, `running`, `paused`, `stopping` (a stop waits for the call in flight to be
+    cancelled), or the run's final status once it ended."""
     breakpoint_hit = Int(None, allow_none=True).tag(sync=True)
     """Index of the turn whose breakpoint paused the last `run()`/`step_iteration()`."""
     break_on_error = Bool(False).tag(sync=True)
@@ -96,6 +126,16 @@ class Stepper(widgets.VBox):
     """Pause after a turn whose tool calls were rescued from the model's text."""
     break_expression = Unicode("").tag(sync=True)
     """A Python expression; pause after a turn where it is truthy (see the class docs)."""
+    break_error = Unicode("").tag(sync=True)
+    """Why `break_expression` does not compile (`""` when it does): checked as it is typed."""
+    gate_every_call = Bool(False).tag(sync=True)
+    """Pause before every tool call: a gate predicate in `session.gates` while it is on."""
+    pending_count = Int(0).tag(sync=True)
+    """Tool calls held at a gate, waiting for a decision (one card each)."""
+    live = Unicode("").tag(sync=True)
+    """Who is answering or which tool runs right now, e.g. `Planner is answering…`."""
+    run_id = Unicode("").tag(sync=True)
+    """The id of the run shown (a fork's after "Edit this turn and continue")."""
 
     def __init__(self, session: Session, **kwargs: Any) -> None:
         self.session = session
@@ -104,36 +144,69 @@ class Stepper(widgets.VBox):
         """The action in flight (or the last one); `await stepper.task` waits for it."""
         self.break_conditions: list[Callable[..., Any]] = []
         """Functions given to `break_when`."""
-        self._loop_steps = _loop_steps(session)
-        self._would_stop: dict[int, str] = {}
-        self._limits: dict[int, tuple[int, float]] = {}
-        self._break_reasons: dict[int, str] = {}
-        self._tokens: list[int] = []
-        self._last_loop: _Where | None = None
-        self._frame_key: tuple[int, int] | None = None
-        self._chart_key: Any = None
-        self._compiled: tuple[str, Any] | None = None
+        self.parents: list[Session] = []
+        """The sessions of the runs this one was forked from, the nearest last."""
+        self.gate_cards: dict[str, GateCard] = {}
+        """The card of each call held at a gate, by call id."""
         self.chart_delay = _CHART_DELAY_S
         """Seconds the Stepper waits after an action before it redraws the chart."""
         self.chart_task: asyncio.Task[None] | None = None
         """The pending or last chart redraw; `await stepper.chart_task` waits for it."""
+        self._reset_caches()
+        self._compiled: tuple[str, Any] | None = None
         self._error = ""
         self._busy = False
         self._stop_requested = False
+        self._last_action = "step"
         self._last_draw = 0.0
+        self._last_chart = 0.0
         self._build()
         super().__init__(children=self._layout(), **kwargs)
+        self.add_class(_theme.UI_CLASS)
+        self.add_class("thena-stepper")
         link((self, "break_on_error"), (self.break_error_box, "value"))
         link((self, "break_on_rescued"), (self.break_rescued_box, "value"))
         link((self, "break_expression"), (self.break_text, "value"))
-        self.session.breakpoints.append(self._breakpoint)
-        self._unsubscribe = self.session.subscribe(self._on_event)
+        link((self, "gate_every_call"), (self.gate_box, "value"))
+        self.observe(self._expression_changed, "break_expression")
+        self.observe(self._gate_toggled, "gate_every_call")
+        self._attach(session)
         self._refresh(follow=True)
+
+    def _reset_caches(self) -> None:
+        """Forget what was noted of the session's turns (a new session is followed)."""
+        self._loop_steps = _loop_steps(self.session)
+        self._would_stop: dict[int, str] = {}
+        self._limits: dict[int, tuple[int, float]] = {}
+        self._break_reasons: dict[int, str] = {}
+        self._tokens: list[int] = []
+        self._branch_turns: list[Turn] = []
+        self._what_if_marks: list[int | None] | None = None
+        self._last_loop: _Where | None = None
+        self._frame_key: tuple[int, int, int] | None = None
+        self._chart_key: Any = None
+        self._live_agent: tuple[str, int | None] | None = None
+
+    def _attach(self, session: Session) -> None:
+        self.session = session
+        session.breakpoints.append(self._breakpoint)
+        self._unsubscribe = session.subscribe(self._on_event)
+        if self.gate_every_call and _gate_every_call not in session.gates:
+            session.gates.append(_gate_every_call)
+        self.run_id = session.result.run_id
+
+    def _detach(self) -> None:
+        self._unsubscribe()
+        if self._breakpoint in self.session.breakpoints:
+            self.session.breakpoints.remove(self._breakpoint)
 
     # -- public control API -------------------------------------------------------------
 
     def step(self) -> asyncio.Future[Any]:
-        """Run one turn (a parallel block runs as a unit); the task's result is the turn."""
+        """Run one turn; inside a `parallel` block, one branch turn (shown with its branch,
+        joining the run when the block ends). The task's result is the turn (`None` when
+        the step stopped at a tool gate or the run ended)."""
+        self._last_action = "step"
         return self._start(self._step)
 
     def step_iteration(self) -> asyncio.Future[Any]:
@@ -141,15 +214,28 @@ class Stepper(widgets.VBox):
 
         A breakpoint pauses it early. Outside loops it runs one turn.
         """
+        self._last_action = "step"
         return self._start(self._step_iteration)
 
     def run(self) -> asyncio.Future[Any]:
-        """Run to the end or to the next breakpoint; the task's result is the `Run`."""
+        """Run to the end, the next breakpoint, a `pause()` or a tool gate; the task's result
+        is the `Run`."""
+        self._last_action = "run"
         return self._start(self._run)
+
+    def continue_run(self) -> asyncio.Future[Any]:
+        """Go on running after a pause, a breakpoint or a gate's decisions: `run()` again."""
+        return self.run()
+
+    def pause(self) -> None:
+        """Pause a `run()` at its next pause point (before the next model call); the run
+        stays open: `continue_run()`, `step()` or `stop()` go on from there."""
+        self.session.pause()
 
     def stop(self) -> asyncio.Future[Any] | None:
         """Stop the run: at once when paused; when running, a model call in flight is
-        cancelled (its turn is not recorded) and tools in flight finish first.
+        cancelled (its turn is not recorded) and tools in flight finish first. Until it is,
+        `status` is `"stopping"`.
 
         Returns:
             The task that finishes when the run has stopped, or `None` if it already has.
@@ -157,6 +243,8 @@ class Stepper(widgets.VBox):
         self.session.stop()
         if self.task is not None and not self.task.done():
             self._stop_requested = True
+            self.status = "stopping"
+            self._render_header()
             return self.task
         drive = self.session.task
         if drive is not None and not drive.done():
@@ -164,9 +252,53 @@ class Stepper(widgets.VBox):
         self._refresh(follow=True)
         return None
 
+    def decide(self, call_id: str, decision: Decision) -> None:
+        """Decide a call held at a gate (`session.decide`); once none is left pending, the
+        run goes on as the last action did (`step()` finishes the turn, `run()` runs on).
+
+        Raises:
+            GateError: No such pending call, or an edit does not fit the tool's schema.
+        """
+        self.session.decide(call_id, decision)
+        self.pending_count = len(self.session.pending)
+        if not self.session.pending:
+            self._start(self._run if self._last_action == "run" else self._step)
+
+    def edit_turn(
+        self,
+        index: int,
+        *,
+        reply: Any = None,
+        tool_results: Mapping[str, str] | None = None,
+    ) -> asyncio.Future[Any]:
+        """Edit recorded turn `index` and continue: a fork of the run (`run.fork(index,
+        reply=... | tool_results=...)`) that the Stepper then follows, stepped up to the
+        edited turn; `back_to_parent()` returns to this run.
+
+        Raises:
+            ValueError: The edit does not fit the turn (shown in the edit box too).
+        """
+        parent = self.session
+        try:
+            forked = fork_session(parent.result, index, reply=reply, tool_results=tool_results)
+        except (ValueError, TypeError) as exc:
+            self.edit_error.value = views.error_html(views.exception_text(exc))
+            raise
+        self.edit_error.value = ""
+        self.parents.append(parent)
+        self._follow(forked)
+        self._last_action = "step"
+        return self._start(lambda: self._step_to(index))
+
+    def back_to_parent(self) -> None:
+        """Follow the run this one was forked from again (after `edit_turn`)."""
+        if not self.parents:
+            return
+        self._follow(self.parents.pop())
+
     def show(self, index: int) -> None:
-        """Show recorded turn `index` (clamped to the recorded turns); nothing is re-run."""
-        turns = self.session.result.turns
+        """Show turn `index` (clamped to the turns so far); nothing is re-run."""
+        turns = self._all_turns()
         if not turns:
             self._render_empty()
             return
@@ -201,7 +333,8 @@ class Stepper(widgets.VBox):
             )
 
     def what_if(self, until: Callable[..., Any] | str) -> dict[str, WhatIf]:
-        """Where each loop of the recorded run would have stopped under another `until`.
+        """Where each loop of the recorded run would have stopped under another `until`,
+        shown in words and drawn on the chart.
 
         No model is called: the condition is evaluated on the recorded turns after each
         recorded iteration, as the executor would have.
@@ -220,7 +353,11 @@ class Stepper(widgets.VBox):
             Exception: The expression does not compile or evaluate, or the condition raised;
                 the widget shows it too.
         """
-        self.what_if_text.value = until if isinstance(until, str) else callable_name(until)
+        text = until if isinstance(until, str) else callable_name(until)
+        if self.what_if_text.value != text:
+            self._what_if_quiet = True
+            self.what_if_text.value = text
+            self._what_if_quiet = False
         try:
             condition = self._condition(until) if isinstance(until, str) else until
             if not callable(condition):
@@ -231,13 +368,14 @@ class Stepper(widgets.VBox):
             self.what_if_html.value = views.error_html(f"what-if: {views.exception_text(exc)}")
             raise
         self.what_if_html.value = views.what_if_html(callable_name(condition), run.loops, answers)
+        self._what_if_marks = [a.iteration for a in answers.values()]
+        self._chart_key = None
+        self._schedule_chart()
         return answers
 
     def close(self) -> None:
         """Stop listening to the session and close the widget and its children."""
-        self._unsubscribe()
-        if self._breakpoint in self.session.breakpoints:
-            self.session.breakpoints.remove(self._breakpoint)
+        self._detach()
         if self.chart_task is not None:
             self.chart_task.cancel()
         for child in self.children:
@@ -259,20 +397,21 @@ class Stepper(widgets.VBox):
         return data
 
     def snapshot_html(self) -> str:
-        """What the Stepper shows at this moment, as static HTML (no controls, no script)."""
+        """What the Stepper shows at this moment, as static HTML (no controls, no script):
+        the header, the conversation, the shown turn, the table and the chart."""
         views_html = [
+            _theme.style_html(),
             self.header.value,
             self.position_html.value,
             self.error_html.value,
+            self.transcript_html.value,
             self.turn_html.value,
             self.frame_html.value,
         ]
-        chart = self.chart.value
-        if chart and self.chart.layout.display != "none":
-            encoded = base64.b64encode(bytes(chart)).decode("ascii")
-            views_html.append(f'<img alt="failure chart" src="data:image/png;base64,{encoded}"/>')
+        if self.chart.layout.display != "none":
+            views_html.append(self.chart.value)
         body = "".join(v for v in views_html if v)
-        return f'<div class="thena-stepper-snapshot">{body}</div>'
+        return f'<div class="thena-stepper-snapshot {_theme.UI_CLASS}">{body}</div>'
 
     # -- actions --------------------------------------------------------------------------
 
@@ -319,25 +458,38 @@ class Stepper(widgets.VBox):
             return None
         finally:
             self.live_label.value = views.LIVE_LABEL
+            self.live = ""
+            self._live_agent = None
             self._set_busy(False)
             self._refresh(follow=True)
 
     async def _step(self) -> Turn | None:
-        return await self.session.step()
+        turn = await self.session.step()
+        self._note_branch(turn)
+        return turn
+
+    async def _step_to(self, index: int) -> Turn | None:
+        """Step a fork up to and including turn `index` (its replayed turns, then the edit)."""
+        turn: Turn | None = None
+        while not self.session.done and not self._stop_requested:
+            turn = await self._step()
+            if turn is None or turn.index >= index:
+                break
+        return turn
 
     async def _step_iteration(self) -> Turn | None:
         session = self.session
-        turn = await session.step()
+        turn = await self._step()
         if turn is None:
             return None
         where = self._last_loop
         while where is not None and not session.done and not self._stop_requested:
-            if self._break_reasons.get(turn.index):
+            if self._break_reasons.get(turn.index) or session.pending:
                 break
             # The iteration is over once its loop has moved on or is no longer running.
             if _where(session.open_loops[: len(where)]) != where:
                 break
-            following = await session.step()
+            following = await self._step()
             if following is None:
                 break
             turn = following
@@ -357,6 +509,23 @@ class Stepper(widgets.VBox):
         if drive is not None:
             await asyncio.wait([drive])
 
+    def _note_branch(self, turn: Turn | None) -> None:
+        """A stepped branch turn of a `parallel` block: shown until the block merges."""
+        if turn is None or turn.branch is None:
+            return
+        if turn.index >= len(self.session.result.turns):
+            self._branch_turns.append(turn)
+            self._note_turn(turn)
+
+    def _follow(self, session: Session) -> None:
+        """Show and drive `session` from now on (a fork, or a parent again)."""
+        self._detach()
+        self.session = session
+        self._reset_caches()
+        self._attach(session)
+        self.gate_cards = {}
+        self._refresh(follow=True)
+
     # -- the session's side -------------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
@@ -370,18 +539,39 @@ class Stepper(widgets.VBox):
         if kind == "turn_started":
             if self.live_text.value:
                 self.live_text.value = ""
-            self.live_label.value = views.answering_html(event.agent)
+            branch = _branch_of(event.path)
+            self._live_agent = (event.agent or "", branch)
+            self._set_live(views.answering_html(event.agent, branch))
         elif kind == "text_delta":
             self.live_text.value += event.text or ""
         elif kind == "tool_started" and event.tool_call is not None:
-            self.live_label.value = views.calling_html(event.agent, event.tool_call.name)
+            self._set_live(views.calling_html(event.agent, event.tool_call.name))
         elif kind == "turn_finished" and event.turn is not None:
-            self._note_turn(event.turn)
-            now = time.monotonic()
-            if now - self._last_draw >= _REFRESH_S:
-                self._last_draw = now
-                self._sync_turns()
-                self.show(len(self.session.result.turns) - 1)
+            self._turn_finished(event.turn)
+        elif kind in ("loop_stopped", "run_finished"):
+            self._render_header()
+
+    def _set_live(self, html: str) -> None:
+        self.live_label.value = html
+        self.live = _plain(html)
+        if self.status not in ("running", "stopping"):
+            self.status = "running"
+        self._render_header()
+
+    def _turn_finished(self, turn: Turn) -> None:
+        self._note_turn(turn)
+        self._branch_turns = [t for t in self._branch_turns if t.index > turn.index]
+        self.live = ""
+        self._live_agent = None
+        self._sync_turns()
+        now = time.monotonic()
+        if now - self._last_draw >= _REFRESH_S:
+            self._last_draw = now
+            self.show(len(self._all_turns()) - 1)
+        if self._busy and now - self._last_chart >= _LIVE_CHART_S:
+            self._last_chart = now  # the chart keeps up with a long run, now and then
+            self._schedule_chart()
+        self._render_header()
 
     def _note_turn(self, turn: Turn) -> None:
         """Record, as of the moment the turn ended, what later views of it need."""
@@ -442,96 +632,196 @@ class Stepper(widgets.VBox):
     def _condition(self, expression: str) -> Any:
         return eval(compile(expression, "<what-if>", "eval"), _names())
 
+    def _expression_changed(self, change: dict[str, Any]) -> None:
+        """Compile the break expression as it is typed: an error shows at once."""
+        expression = str(change["new"]).strip()
+        error = ""
+        if expression:
+            try:
+                self._compiled = (expression, compile(expression, "<break when>", "eval"))
+            except SyntaxError as exc:
+                error = f"break when: {exc.msg} (column {exc.offset or 0})"
+        self.break_error = error
+        self.break_error_html.value = views.error_html(error)
+
+    def _gate_toggled(self, change: dict[str, Any]) -> None:
+        gates = self.session.gates
+        if change["new"] and _gate_every_call not in gates:
+            gates.append(_gate_every_call)
+        elif not change["new"] and _gate_every_call in gates:
+            gates.remove(_gate_every_call)
+
     # -- the controls -------------------------------------------------------------------
 
     def _build(self) -> None:
-        button = widgets.Button
+        self.style = widgets.HTML(_theme.style_html())
         self.header = widgets.HTML()
-        self.step_button = button(description="Step", tooltip="Run one turn", icon="step-forward")
-        self.iteration_button = button(
-            description="Step iteration", tooltip="Run to the end of this loop iteration"
+        self._build_buttons()
+        self._build_views()
+        self._build_boxes()
+        handlers: list[tuple[widgets.Button, Callable[[], Any]]] = [
+            (self.step_button, self.step),
+            (self.iteration_button, self.step_iteration),
+            (self.run_button, self.run),
+            (self.pause_button, self.pause),
+            (self.continue_button, self.continue_run),
+            (self.stop_button, self.stop),
+            (self.back_button, self.back),
+            (self.forward_button, self.forward),
+            (self.what_if_button, self._what_if_clicked),
+            (self.edit_button, self._edit_clicked),
+            (self.parent_button, self.back_to_parent),
+        ]
+        for b, method in handlers:
+            b.on_click(lambda _, method=method: self._on_loop(method))
+        self.slider.observe(lambda change: self._on_loop(lambda: self._slid(change)), "value")
+        self.inspector.observe(lambda _: self._render_inspector(), "selected_index")
+        self.edit_target.observe(lambda _: self._fill_edit(), "value")
+        self.what_if_text.observe(self._what_if_submitted, "value")
+
+    def _build_buttons(self) -> None:
+        def button(description: str, tooltip: str, icon: str = "") -> widgets.Button:
+            return widgets.Button(
+                description=description, tooltip=tooltip, icon=icon, layout={"width": "auto"}
+            )
+
+        self.step_button = button("Step", "Run one turn", "step-forward")
+        self.iteration_button = button("Step iteration", "Run to the end of this loop iteration")
+        self.run_button = button("Run", "Run to the end or the next breakpoint", "play")
+        self.pause_button = button("Pause", "Pause before the next model call", "pause")
+        self.continue_button = button("Continue", "Go on running from here", "forward")
+        self.stop_button = button("Stop", "Stop the run", "stop")
+        self.back_button = button("", "Previous turn", "chevron-left")
+        self.forward_button = button("", "Next turn", "chevron-right")
+        self.what_if_button = button("What if", "Evaluate on recorded turns")
+        self.edit_button = button("Edit this turn and continue", "Fork the run with this edit")
+        self.edit_button.button_style = "warning"
+        self.parent_button = button("Back to the parent run", "Follow the run this was forked from")
+        self.parent_button.layout.display = "none"
+
+    def _build_views(self) -> None:
+        self.position_html = widgets.HTML()
+        self.error_html = widgets.HTML()
+        self.live_label = widgets.HTML(views.LIVE_LABEL)
+        self.live_text = widgets.Textarea(
+            disabled=True, rows=2, layout={"width": "100%"}, placeholder="(streamed text)"
         )
-        self.run_button = button(
-            description="Run", tooltip="Run to the end or the next breakpoint", icon="play"
-        )
-        self.stop_button = button(description="Stop", tooltip="Stop the run", icon="stop")
-        self.back_button = button(description="", tooltip="Previous turn", icon="chevron-left")
-        self.forward_button = button(description="", tooltip="Next turn", icon="chevron-right")
-        for b in (self.back_button, self.forward_button):
-            b.layout.width = "36px"
+        self.transcript_html = widgets.HTML(layout={"flex": "1 1 300px", "min_width": "260px"})
+        self.turn_html = widgets.HTML()
+        self.saw_html = widgets.HTML()
+        self.reasoning_html = widgets.HTML()
+        self.tools_html = widgets.HTML()
+        self.inspector = widgets.Tab(layout={"flex": "1 1 340px", "min_width": "300px"})
+        self.inspector.add_class("thena-inspector")
+        self.frame_html = widgets.HTML(layout={"overflow": "auto", "max_width": "100%"})
+        self.chart = widgets.HTML(layout={"display": "none", "max_width": "660px"})
+        self.what_if_html = widgets.HTML()
+        self.fork_html = widgets.HTML()
+        self.gates = widgets.VBox()
+
+    def _build_boxes(self) -> None:
         self.slider = widgets.IntSlider(
             value=0, min=0, max=0, description="turn", continuous_update=True, disabled=True
         )
-        self.position_html = widgets.HTML()
         self.break_error_box = widgets.Checkbox(
             description="on failed tool call", indent=False, layout={"width": "auto"}
         )
         self.break_rescued_box = widgets.Checkbox(
             description="on rescued call", indent=False, layout={"width": "auto"}
         )
+        self.gate_box = widgets.Checkbox(
+            description="pause before every tool call", indent=False, layout={"width": "auto"}
+        )
         self.break_text = widgets.Text(
             placeholder="break when… e.g. turn.info.tool_name == 'search'",
-            layout={"width": "360px"},
+            layout={"width": "320px", "max_width": "100%"},
         )
-        self.live_label = widgets.HTML(views.LIVE_LABEL)
-        self.live_text = widgets.Textarea(
-            disabled=True, rows=3, layout={"width": "100%"}, placeholder="(streamed text)"
-        )
-        self.turn_html = widgets.HTML()
-        self.error_html = widgets.HTML()
-        self.frame_html = widgets.HTML(layout={"overflow": "auto", "max_width": "100%"})
-        self.chart = widgets.Image(format="png", layout={"max_width": "640px", "display": "none"})
+        self.break_error_html = widgets.HTML()
         self.what_if_text = widgets.Text(
-            placeholder="what if until = … e.g. max_tool_calls(3)", layout={"width": "360px"}
+            placeholder="what if until = … e.g. max_tool_calls(3), Enter runs it",
+            continuous_update=False,
+            layout={"width": "320px", "max_width": "100%"},
         )
-        self.what_if_button = button(description="What if", tooltip="Evaluate on recorded turns")
-        self.what_if_html = widgets.HTML()
-        handlers: list[tuple[widgets.Button, Callable[[], Any]]] = [
-            (self.step_button, self.step),
-            (self.iteration_button, self.step_iteration),
-            (self.run_button, self.run),
-            (self.stop_button, self.stop),
-            (self.back_button, self.back),
-            (self.forward_button, self.forward),
-            (self.what_if_button, self._what_if_clicked),
+        self._what_if_quiet = False
+        self.edit_target = widgets.Dropdown(
+            description="edit", layout={"width": "auto", "max_width": "100%"}
+        )
+        self.edit_text = widgets.Textarea(rows=3, layout={"width": "100%"})
+        self.edit_error = widgets.HTML()
+
+    def _fill_inspector(self, wrap: dict[str, str]) -> None:
+        """The inspector's tabs: the four views of the turn, then the edit box."""
+        edit = widgets.VBox(
+            [
+                widgets.HTML(_EDIT_HELP),
+                widgets.HBox([self.edit_target, self.edit_button], layout=wrap),
+                self.edit_text,
+                self.edit_error,
+            ]
+        )
+        edit.add_class("thena-edit")
+        self.inspector.children = [
+            self.turn_html,
+            self.saw_html,
+            self.reasoning_html,
+            self.tools_html,
+            edit,
         ]
-        for b, method in handlers:
-            b.on_click(lambda _, method=method: self._on_loop(method))
-        self.slider.observe(lambda change: self._on_loop(lambda: self._slid(change)), "value")
+        self.inspector.titles = (*_transcript.INSPECTOR_TABS, EDIT_TAB)
 
     def _layout(self) -> list[widgets.Widget]:
-        controls = widgets.HBox(
-            [self.step_button, self.iteration_button, self.run_button, self.stop_button]
+        wrap = {"flex_flow": "row wrap", "align_items": "center"}
+        self.controls = widgets.HBox(
+            [
+                self.step_button,
+                self.iteration_button,
+                self.run_button,
+                self.pause_button,
+                self.continue_button,
+                self.stop_button,
+                self.gate_box,
+            ],
+            layout=wrap,
         )
-        scrub = widgets.HBox([self.back_button, self.slider, self.forward_button])
+        self.controls.add_class("thena-stepper-controls")
+        scrub = widgets.HBox([self.back_button, self.slider, self.forward_button], layout=wrap)
         breaks = widgets.HBox(
             [
                 widgets.HTML("<b>break</b>&nbsp;"),
                 self.break_error_box,
                 self.break_rescued_box,
                 self.break_text,
-            ]
+            ],
+            layout=wrap,
         )
-        what_if = widgets.HBox([self.what_if_text, self.what_if_button])
-        tables = widgets.HBox([self.frame_html, self.chart], layout={"flex_flow": "row wrap"})
-        rows: list[widgets.Widget] = [
+        self._fill_inspector(wrap)
+        main = widgets.HBox(
+            [self.transcript_html, self.inspector], layout={"flex_flow": "row wrap"}
+        )
+        self.live_box = widgets.VBox([self.live_label, self.live_text], layout={"display": "none"})
+        what_if = widgets.HBox([self.what_if_text, self.what_if_button], layout=wrap)
+        forked = widgets.HBox([self.fork_html, self.parent_button], layout=wrap)
+        return [
+            self.style,
             self.header,
-            controls,
+            self.controls,
+            self.gates,
+            forked,
             scrub,
             self.position_html,
             self.error_html,
-            self.turn_html,
-            self.live_label,
-            self.live_text,
+            self.live_box,
+            main,
             breaks,
-            tables,
+            self.break_error_html,
+            self.frame_html,
+            self.chart,
             what_if,
             self.what_if_html,
         ]
-        return rows
 
     def _slid(self, change: dict[str, Any]) -> None:
-        if change["new"] != self.position and self.session.result.turns:
+        if change["new"] != self.position and self._all_turns():
             self.show(change["new"])
 
     def _what_if_clicked(self) -> None:
@@ -541,51 +831,97 @@ class Stepper(widgets.VBox):
             with contextlib.suppress(Exception):
                 self.what_if(text)
 
+    def _what_if_submitted(self, change: dict[str, Any]) -> None:
+        """Enter in the what-if box (the box sends its value on Enter) runs it."""
+        if not self._what_if_quiet:
+            self._on_loop(self._what_if_clicked)
+
+    def _edit_clicked(self) -> None:
+        index, target = self.position, self.edit_target.value
+        if index < 0 or target is None:
+            return
+        text = self.edit_text.value
+        edits: dict[str, Any] = (
+            {"reply": text} if target == "reply" else {"tool_results": {str(target): text}}
+        )
+        with contextlib.suppress(ValueError, TypeError):  # shown in the edit box
+            self.edit_turn(index, **edits)
+
     def _set_busy(self, busy: bool) -> None:
         self._busy = busy
+        self.live_box.layout.display = None if busy else "none"
         if busy:
             self.status = "running"
         self._render_controls()
 
     def _render_controls(self) -> None:
-        done = self.session.done
+        session = self.session
+        done = session.done
+        held = bool(session.pending)
         for b in (self.step_button, self.iteration_button, self.run_button):
-            b.disabled = self._busy or done
+            b.disabled = self._busy or done or held
+        self.continue_button.disabled = (
+            self._busy or done or held or session.task is None or not session.paused
+        )
+        self.pause_button.disabled = not (self._busy and self._last_action == "run") or done
         self.stop_button.disabled = done
-        n = len(self.session.result.turns)
+        n = len(self._all_turns())
         self.back_button.disabled = self.position <= 0
         self.forward_button.disabled = self.position >= n - 1
         self.slider.disabled = n == 0
+        self.edit_button.disabled = self._busy or self.position < 0
 
     # -- the views ----------------------------------------------------------------------
+
+    def _all_turns(self) -> list[Turn]:
+        """The run's turns, then the branch turns of a `parallel` block under way."""
+        turns = self.session.result.turns
+        return [*turns, *self._branch_turns] if self._branch_turns else turns
 
     def _refresh(self, *, follow: bool) -> None:
         """Bring every view up to date with the session (after an action, or at start)."""
         self._sync_turns()
         session = self.session
         if not self._busy:
-            self.status = (
-                session.result.status
-                if session.done
-                else ("paused" if session.task is not None else "new")
-            )
-        n = len(session.result.turns)
+            self.status = _status(session)
+        n = len(self._all_turns())
         if follow and n:
             self.show(n - 1)
         elif n:
             self._render_turn(self.position)
         else:
             self._render_empty()
-        hit = self.breakpoint_hit
-        reason = self._break_reasons.get(hit, "") if hit is not None else ""
-        self.header.value = views.header_html(
-            session.workflow.name, self.status, self.turn_count, hit=hit, reason=reason
-        )
         run = session.result
         failed = run.error if run.status == "failed" and run.error else ""
         self.error_html.value = views.error_html(self._error or failed)
+        self._render_gates()
+        self._render_fork()
+        self._render_header()
         if not self._busy:
             self._schedule_chart()
+
+    def _render_header(self) -> None:
+        session = self.session
+        run = session.result
+        hit = self.breakpoint_hit
+        reason = self._break_reasons.get(hit, "") if hit is not None else ""
+        stopped = [n for n in run.loops if n.stop_reason is not None or n.error is not None]
+        live = self.live_label.value if self.live else ""
+        if self.status == "stopping":
+            live = "stopping… (the model call in flight is being cancelled)"
+        self.header.value = views.header_html(
+            session.workflow.name,
+            self.status,
+            len(run.turns),
+            hit=hit,
+            reason=reason,
+            input=run.input,
+            live=live,
+            loops=session.open_loops,
+            stopped=stopped[-_STOPPED_LOOPS:],
+            in_block=len(self._branch_turns),
+            waiting=len(session.pending),
+        )
 
     def _sync_turns(self) -> None:
         turns = self.session.result.turns
@@ -595,42 +931,124 @@ class Stepper(widgets.VBox):
         for turn in turns[len(tokens) : n]:
             total += turn.input_tokens + turn.output_tokens
             tokens.append(total)
-        if self.slider.max != max(0, n - 1):
-            self.slider.max = max(0, n - 1)
+        shown = n + len(self._branch_turns)
+        if self.slider.max != max(0, shown - 1):
+            self.slider.max = max(0, shown - 1)
         self.turn_count = n
 
     def _render_empty(self) -> None:
         self.position = -1
         self.position_html.value = views.EMPTY_POSITION
-        self.turn_html.value = ""
+        for html in (self.turn_html, self.saw_html, self.reasoning_html, self.tools_html):
+            html.value = ""
         self.frame_html.value = ""
+        self.transcript_html.value = _transcript.transcript_html(self.session.result)
         self._frame_key = None
+        self.edit_target.options = []
         self._render_controls()
 
     def _render_turn(self, index: int) -> None:
-        """Show turn `index`: its card, the position line and the frame window."""
-        turns = self.session.result.turns
+        """Show turn `index`: the conversation, the inspector, the position line, the table."""
+        turns = self._all_turns()
         turn = turns[index]
+        run = self.session.result
         self.turn_html.value = views.turn_card_html(
             turn,
             would_stop=self._would_stop.get(index),
             break_reason=self._break_reasons.get(index),
         )
-        tokens = self._tokens[index] if index < len(self._tokens) else 0
-        self.position_html.value = views.position_html(
+        tokens = self._tokens[min(index, len(self._tokens) - 1)] if self._tokens else 0
+        position = views.position_html(
             turn, len(turns), limits=self._limits.get(index), tokens=tokens
         )
-        window = views.frame_window(index, FRAME_ROWS)
-        if window != self._frame_key:
-            self.frame_html.value = views.frame_table_html(turns, *window, rows=FRAME_ROWS)
-            self._frame_key = window
+        if turn.branch is not None:
+            waits = " (joins the run when the block ends)" if index >= len(run.turns) else ""
+            position = position.replace(
+                "</div>", f" · parallel branch {_html.escape(turn.branch)}{waits}</div>"
+            )
+        self.position_html.value = position
+        self.transcript_html.value = _transcript.transcript_html(
+            run,
+            current=index,
+            pending=self._branch_turns,
+            window=_transcript.TRANSCRIPT_TURNS,
+        )
+        lo, hi = views.frame_window(index, FRAME_ROWS)
+        if (lo, hi, len(turns)) != self._frame_key:
+            self.frame_html.value = views.frame_table_html(
+                turns, lo, hi, rows=FRAME_ROWS, current=index
+            )
+            self._frame_key = (lo, hi, len(turns))
+        self._render_inspector()
+        self._fill_edit_targets(turn)
         self._render_controls()
+        if not self._busy:
+            self._schedule_chart()
+
+    def _render_inspector(self) -> None:
+        """Fill the inspector's selected tab for the shown turn (the others when opened)."""
+        turns = self._all_turns()
+        if not 0 <= self.position < len(turns):
+            return
+        turn, run = turns[self.position], self.session.result
+        tab = self.inspector.selected_index or 0
+        if tab == 1:
+            self.saw_html.value = _transcript.saw_html(run, turn)
+        elif tab == 2:
+            self.reasoning_html.value = _transcript.reasoning_html(turn)
+        elif tab == 3:
+            self.tools_html.value = _transcript.tools_html(turn)
+
+    def _fill_edit_targets(self, turn: Turn) -> None:
+        options: list[tuple[str, str]] = [("the reply", "reply")]
+        options += [(f"result of {c.name} ({c.id})", c.id) for c in turn.tool_calls]
+        if list(self.edit_target.options) != options:
+            self.edit_target.options = options
+            self.edit_target.value = "reply"
+        self._fill_edit()
+
+    def _fill_edit(self) -> None:
+        turns = self._all_turns()
+        if not 0 <= self.position < len(turns):
+            return
+        turn, target = turns[self.position], self.edit_target.value
+        if target == "reply":
+            self.edit_text.value = turn.info.response
+        else:
+            call = next((c for c in turn.tool_calls if c.id == target), None)
+            self.edit_text.value = (call.result or call.error or "") if call is not None else ""
+
+    def _render_gates(self) -> None:
+        """One card per call held at a gate; cards of decided calls go."""
+        pending = self.session.pending
+        self.pending_count = len(pending)
+        cards = {}
+        for held in pending:
+            card = self.gate_cards.get(held.call.id)
+            if card is None or card.decided is not None:
+                schema = tool_schema(self.session.workflow, held)
+                card = GateCard(held, schema, self.decide)
+            cards[held.call.id] = card
+        self.gate_cards = cards
+        self.gates.children = list(cards.values())
+
+    def _render_fork(self) -> None:
+        run = self.session.result
+        if run.parent_run_id is None or not self.parents:
+            self.fork_html.value = ""
+            self.parent_button.layout.display = "none"
+            return
+        self.fork_html.value = (
+            f"<div>a fork of run <code>{_html.escape(run.parent_run_id)}</code>, edited at "
+            f"turn {_html.escape(run.forked_at)}</div>"
+        )
+        self.parent_button.layout.display = None
 
     def _schedule_chart(self) -> None:
-        """Redraw the failure chart soon, in a worker thread, unless another action starts.
+        """Redraw the failure chart soon, unless another action starts first.
 
-        Drawing takes a few hundred milliseconds on a long run, so it stays off the path of
-        a step: each action ends without it, and a quick next click cancels a pending draw.
+        On a long run drawing takes a while, so it stays off the path of a step: each
+        action ends without it, and a quick next click cancels a pending draw.
         """
         loop = _running_loop()
         if loop is None:
@@ -643,23 +1061,54 @@ class Stepper(widgets.VBox):
         if self.chart_delay > 0:
             await asyncio.sleep(self.chart_delay)
         run = self.session.result
-        loops = run.loops[-views.CHART_LOOPS :]
-        key = (len(run.turns), tuple((n.path, n.iterations, n.stop_reason) for n in loops))
+        loops = run.loops
+        shown = loops[-views.CHART_LOOPS :]
+        marks = self._what_if_marks
+        key = (
+            len(run.turns),
+            self.position,
+            tuple(marks or ()),
+            tuple((n.path, n.iterations, n.stop_reason) for n in shown),
+        )
         if key == self._chart_key:
             return
-        if not loops:  # nothing to draw until a loop has started
-            self.chart.layout.display = "none"
-            self._chart_key = key
-            return
-        turns = list(run.turns)
-        # The run goes on while the worker draws: it gets copies that will not change.
-        frozen = [views.frozen_loop(node, len(turns)) for node in loops]
-        self.chart.value = await asyncio.to_thread(views.chart_png, turns, frozen)
-        self.chart.layout.display = None
         self._chart_key = key
+        if not shown:  # nothing to draw until a loop has started
+            self.chart.layout.display = "none"
+            return
+        what_if = marks[-len(shown) :] if marks is not None and len(marks) == len(loops) else None
+        self.chart.value = _svg_chart.failure_chart_svg(
+            run.turns, shown, current=self.position, what_if=what_if
+        )
+        self.chart.layout.display = None
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _status(session: Session) -> str:
+    """What the session is doing at this moment, as the Stepper's `status` says it."""
+    if session.done:
+        return str(session.result.status)
+    if session.task is None:
+        return "new"
+    return "paused" if session.paused else "running"
+
+
+def _branch_of(path: str | None) -> int | None:
+    """The branch a step path runs in: the number after the innermost `parallel` step."""
+    parts = (path or "").split("/")
+    branch = None
+    for before, part in itertools.pairwise(parts):
+        if before.endswith("parallel"):
+            head = part.split(".", 1)[0]
+            branch = int(head) if head.isdigit() else branch
+    return branch
+
+
+def _plain(html: str) -> str:
+    """The text of a small HTML label (`<b>A</b> is answering…` → `A is answering…`)."""
+    return unescape(re.sub(r"<[^>]+>", "", html))
 
 
 class _TurnView:

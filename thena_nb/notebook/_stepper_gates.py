@@ -1,0 +1,176 @@
+"""The Stepper's gate cards and its edit-and-continue fork: widgets and sessions it makes.
+
+`GateCard` is one pending tool call with Approve, Edit (a JSON editor checked against the
+tool's schema, the error shown inline), Reject (with a reason) and Respond (a result instead
+of running the tool). `fork_session` is `run.fork(at, reply=|tool_results=)` as a `Session`
+the Stepper can step through, instead of a run that has already gone to its end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ipywidgets as widgets
+
+from thena_nb.core import _fork, _html
+from thena_nb.core.gates import Decision, GateError, PendingCall
+from thena_nb.core.run import Run
+from thena_nb.core.session import Session
+from thena_nb.core.steps import walk
+
+__all__ = ["GateCard", "fork_session", "tool_schema"]
+
+
+def tool_schema(workflow: Any, pending: PendingCall) -> dict[str, Any] | None:
+    """The JSON schema of the tool a pending call names, if its agent has that tool."""
+    agents = [
+        (path, step)
+        for path, step in walk(workflow.steps, workflow.name)
+        if getattr(step, "kind", None) == "agent" and step.name == pending.agent
+    ]
+    agents.sort(key=lambda found: found[0] != pending.step_path)  # its own path first
+    for _, step in agents:
+        for tool in step.tools:
+            if tool.name == pending.call.name:
+                return dict(tool.parameters)
+    return None
+
+
+class GateCard(widgets.VBox):
+    """One pending call: what the model asked and the four decisions, each a button.
+
+    Args:
+        pending: The held call.
+        schema: Its tool's JSON schema (shown, and what an edit must fit).
+        decide: Called with `(call_id, Decision)`; raises `GateError` for an edit that does
+            not fit the schema (shown inline, the call stays pending).
+    """
+
+    def __init__(
+        self,
+        pending: PendingCall,
+        schema: Mapping[str, Any] | None,
+        decide: Callable[[str, Decision], None],
+    ) -> None:
+        self.pending = pending
+        self._decide = decide
+        call = pending.call
+        arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
+        self.head = widgets.HTML(_head_html(pending, schema))
+        self.editor = widgets.Textarea(value=arguments, rows=4, layout={"width": "100%"})
+        self.reason = widgets.Text(placeholder="reason for rejecting", layout={"width": "auto"})
+        self.result = widgets.Text(placeholder="result instead of running the tool")
+        self.error = widgets.HTML()
+        self.decided: Decision | None = None
+        """The decision taken, once one was accepted."""
+        buttons = []
+        for label, tip, action in (
+            ("Approve", "Run the call as the model made it", self.approve),
+            ("Edit", "Run the call with the arguments in the editor", self.edit),
+            ("Reject", "Do not run it; the model is told the reason", self.reject),
+            ("Respond", "Do not run it; the model gets the result typed here", self.respond),
+        ):
+            b = widgets.Button(description=label, tooltip=tip, layout={"width": "auto"})
+            b.on_click(lambda _, action=action: action())
+            buttons.append(b)
+        self.approve_button, self.edit_button, self.reject_button, self.respond_button = buttons
+        flow = {"flex_flow": "row wrap"}
+        rows = [
+            self.head,
+            self.editor,
+            widgets.HBox([self.approve_button, self.edit_button], layout=flow),
+            widgets.HBox([self.reason, self.reject_button], layout=flow),
+            widgets.HBox([self.result, self.respond_button], layout=flow),
+            self.error,
+        ]
+        super().__init__(children=rows)
+        self.add_class("thena-gate")
+
+    def approve(self) -> bool:
+        """Approve the call; returns whether the decision was taken."""
+        return self._take(Decision.approve())
+
+    def edit(self, arguments: str | Mapping[str, Any] | None = None) -> bool:
+        """Run the call with `arguments` (JSON text or a dict; the editor's text by default).
+        Text that is not a JSON object, or arguments that do not fit the schema, are shown
+        inline and the call stays pending."""
+        if arguments is not None:
+            self.editor.value = (
+                arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+            )
+        try:
+            parsed = json.loads(self.editor.value)
+        except json.JSONDecodeError as exc:
+            return self._fail(f"the arguments are not JSON: {exc}")
+        if not isinstance(parsed, dict):
+            return self._fail('the arguments must be a JSON object, e.g. {"a": 1}')
+        return self._take(Decision.edit(parsed))
+
+    def reject(self, reason: str | None = None) -> bool:
+        """Reject the call with `reason` (the reason box's text by default)."""
+        if reason is not None:
+            self.reason.value = reason
+        return self._take(Decision.reject(self.reason.value.strip() or "it was rejected"))
+
+    def respond(self, result: str | None = None) -> bool:
+        """Give the model `result` instead of running the tool (the result box's text by
+        default)."""
+        if result is not None:
+            self.result.value = result
+        return self._take(Decision.respond(self.result.value))
+
+    def _take(self, decision: Decision) -> bool:
+        try:
+            self._decide(self.pending.call.id, decision)
+        except GateError as exc:
+            return self._fail(str(exc))
+        self.decided = decision
+        self.error.value = ""
+        for child in self.children:
+            for b in getattr(child, "children", ()):
+                if isinstance(b, widgets.Button):
+                    b.disabled = True
+        return True
+
+    def _fail(self, text: str) -> bool:
+        self.error.value = f'<div class="thena-error-inline">{_html.escape(text)}</div>'
+        return False
+
+
+def _head_html(pending: PendingCall, schema: Mapping[str, Any] | None) -> str:
+    esc = _html.escape
+    call = pending.call
+    shown = json.dumps(schema, ensure_ascii=False) if schema is not None else "(unknown tool)"
+    return (
+        f"<div><b>gate</b> · <b>{esc(pending.agent)}</b> wants to call "
+        f"<code>{esc(call.name)}</code> (call <code>{esc(call.id)}</code>, turn "
+        f"{esc(pending.turn_index)})</div><details><summary>schema</summary>"
+        f"<pre style='white-space:pre-wrap'>{esc(shown)}</pre></details>"
+    )
+
+
+def fork_session(
+    run: Run,
+    at: int,
+    *,
+    reply: Any = None,
+    tool_results: Mapping[str, str] | None = None,
+) -> Session:
+    """`run.fork(at, reply=... | tool_results=...)` as a session paused before its first
+    turn (gates pause it, as in the Stepper): stepping it replays turns `0..at-1`, then
+    serves the edited turn `at`. The fork is kept in the default store, as `run.fork`'s.
+
+    Raises:
+        ValueError: The run has no workflow, `at` is out of range, the turn ran in a
+            parallel block, or the edit does not fit the turn (the messages say how).
+    """
+    workflow = run.workflow
+    if workflow is None:
+        raise ValueError(f"run {run.run_id!r} has no workflow to fork it with")
+    if (reply is None) == (tool_results is None):
+        raise ValueError("edit a turn with either a new reply or new tool results")
+    return _fork.fork_session(
+        workflow, run, at, reply=reply, tool_results=tool_results, at_gate="pause"
+    )
