@@ -38,6 +38,8 @@ class CallCounter:
     def __init__(self) -> None:
         self._counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._outside = 0
+        self._last: weakref.ref[Any] | None = None  # the run of the last call, and its count
+        self._last_count = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # positions belong to runs in this process; a copy starts afresh
@@ -51,8 +53,14 @@ class CallCounter:
         if run is None:
             self._outside += 1
             return self._outside
-        count = self._counts.get(run, 0) + 1
-        self._counts[run] = count
+        last = self._last
+        if last is not None and last() is run:  # the common case: the same run again
+            self._last_count += 1
+            return self._last_count
+        if last is not None and (previous := last()) is not None:
+            self._counts[previous] = self._last_count
+        count = self._counts.pop(run, 0) + 1
+        self._last, self._last_count = weakref.ref(run), count
         return count
 
 
