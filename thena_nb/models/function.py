@@ -20,7 +20,7 @@ class FunctionModel(OfflineModel):
     be sync or async. A sync `fn` is called inline, like a sync tool: it should return at
     once. Pass `blocking=True` for one that waits (sleeps, does I/O): it then runs in a
     worker thread, so parallel branches and `Session.stop()` need not wait for it. Every
-    request is kept in `.requests`.
+    request of its last 16 runs is kept in `.requests`.
 
     Example:
         >>> from thena_nb.models import FunctionModel, reply
