@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import signal
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -16,10 +18,11 @@ __all__ = ["run_sync"]
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` and return its result.
 
-    With no event loop running in this thread it uses `asyncio.run`. Under a running loop
-    (a Jupyter kernel) it runs the coroutine on a fresh loop in a worker thread and waits,
-    without patching asyncio; a keyboard interrupt cancels the coroutine and re-raises once
-    it has unwound, so the run keeps every finished turn.
+    With no event loop running in this thread it runs `coro` on this thread's own loop,
+    made once and reused by later calls (`_run_here`). Under a running loop (a Jupyter
+    kernel) it runs the coroutine on a fresh loop in a worker thread and waits, without
+    patching asyncio. Either way a keyboard interrupt cancels the coroutine and re-raises
+    once it has unwound, with the partial run as `exc.run`: it keeps every finished turn.
     """
     try:
         asyncio.get_running_loop()
@@ -27,7 +30,79 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         running = False
     else:
         running = True
-    return _run_in_thread(coro) if running else asyncio.run(coro)
+    return _run_in_thread(coro) if running else _run_here(coro)
+
+
+_local = threading.local()
+
+
+def _own_loop() -> asyncio.AbstractEventLoop:
+    """This thread's loop for `run_sync`: made on first use, closed at exit."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _local.loop = asyncio.new_event_loop()
+        atexit.register(_close, loop)
+    return loop
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed() and not loop.is_running():
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _run_here(coro: Coroutine[Any, Any, T]) -> T:
+    """`coro` on this thread's reused loop, as `asyncio.run` would run it on a new one: a
+    Ctrl-C while it waits on I/O cancels it (a second one interrupts at once), one while it
+    computes interrupts it there, and tasks it left behind are cancelled when it ends.
+    Reusing the loop spares every `wf.run()` a loop's start-up."""
+    loop = _own_loop()
+    task = loop.create_task(coro)
+    interrupted = False
+    raised_in: list[asyncio.Task[Any]] = []
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        running = asyncio.current_task(loop)
+        if interrupted or task.done() or running is not None:
+            # The run is executing (not waiting on I/O): interrupt it where it is; the
+            # session keeps the partial run on the exception as it unwinds.
+            if running is not None:
+                raised_in.append(running)
+            raise KeyboardInterrupt
+        interrupted = True
+        loop.call_soon_threadsafe(task.cancel)
+
+    own = threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    if own:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError as cancelled:
+        if not interrupted:
+            raise
+        interrupt = KeyboardInterrupt()
+        interrupt.run = getattr(cancelled, "run", None)  # type: ignore[attr-defined]
+        raise interrupt from None
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        _cancel_leftovers(loop)
+        for t in raised_in:  # the interrupt is the one raised here: retrieved, not logged
+            if t.done() and not t.cancelled():
+                t.exception()
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks a run left on the loop, as `asyncio.run` does when it ends."""
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not left:
+        return
+    for t in left:
+        t.cancel()
+    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:

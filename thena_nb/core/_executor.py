@@ -27,11 +27,15 @@ async def run_steps(
     parent: ReportNode,
     *,
     iteration: int | None = None,
+    paths: Sequence[str] | None = None,
 ) -> bool:
-    """Run `steps` in order under `parent`; returns whether any turn or function step ran."""
+    """Run `steps` in order under `parent`; returns whether any turn or function step ran.
+
+    `paths`: the steps' paths when the caller knows them (a loop computes them once, not
+    once per iteration)."""
     ran = False
     for i, step in enumerate(steps):
-        path = step_path(parent.path, i, step)
+        path = step_path(parent.path, i, step) if paths is None else paths[i]
         ran = await run_step(step, at, parent, path, iteration=iteration) or ran
     return ran
 
@@ -293,10 +297,11 @@ async def _iterate(step: LoopStep, at: Position, frame: LoopFrame) -> bool:
     wins on the last allowed iteration)."""
     node = frame.node
     ran_any = ran = False
+    paths = [step_path(node.path, i, s) for i, s in enumerate(step.steps)]
     while True:
         frame.iteration += 1
         try:
-            ran = await run_steps(step.steps, at, node, iteration=frame.iteration)
+            ran = await run_steps(step.steps, at, node, iteration=frame.iteration, paths=paths)
         except BaseException:
             ran = _iteration_ran(node, frame)
             raise

@@ -26,10 +26,12 @@ class Context:
         last_loop_stop_reason: The stop reason of the loop that ended most recently.
     """
 
-    __slots__ = ("_at", "last_loop_stop_reason", "output", "state", "turn")
+    __slots__ = ("_control", "_loops", "_scope", "last_loop_stop_reason", "output", "state", "turn")
 
     def __init__(self, at: Position, *, state: Any = None) -> None:
-        self._at = at
+        # What the context reads of its position, not the position itself: a position
+        # holds its context, and a run should hold no reference cycle.
+        self._control, self._scope, self._loops = at.control, at.scope, at.loops
         self.state = state
         self.output: Any = None
         self.turn: TurnInfo | None = None
@@ -38,47 +40,47 @@ class Context:
     @property
     def history(self) -> Sequence[Message]:
         """The history as this step sees it (a parallel branch sees its own view)."""
-        return HistoryView(self._at.scope.history)
+        return HistoryView(self._scope.history)
 
     @property
     def turns(self) -> Sequence[Turn]:
         """Every turn recorded so far that this step can see, in order."""
-        return HistoryView(self._at.scope.turns)
+        return HistoryView(self._scope.turns)
 
     @property
     def iteration(self) -> int | None:
         """The 1-based iteration of the innermost running loop; `None` outside loops."""
-        loops = self._at.loops
+        loops = self._loops
         return loops[-1].iteration if loops else None
 
     @property
     def usage(self) -> Usage:
         """Tokens, model calls and tool calls used by the whole run so far."""
-        return self._at.control.run.usage
+        return self._control.run.usage
 
     @property
     def run_id(self) -> str:
         """The id of this run."""
-        return self._at.control.run.run_id
+        return self._control.run.run_id
 
     @property
     def loop_tool_calls(self) -> int:
         """Tool calls made since the innermost running loop began (0 outside loops)."""
-        loops = self._at.loops
+        loops = self._loops
         return loops[-1].tool_calls if loops else 0
 
     @property
     def loop_turns(self) -> Sequence[Turn]:
         """The innermost running loop's own turns (all turns outside loops)."""
-        loops = self._at.loops
+        loops = self._loops
         return loops[-1].turns if loops else self.turns
 
     def stop(self) -> None:
         """Ask the run to stop at the next boundary; every open loop records `stop`."""
-        self._at.control.stop_requested = True
+        self._control.stop_requested = True
 
     def __repr__(self) -> str:
         return (
-            f"Context(run_id={self.run_id!r}, turns={len(self._at.scope.turns)}, "
+            f"Context(run_id={self.run_id!r}, turns={len(self._scope.turns)}, "
             f"iteration={self.iteration!r})"
         )

@@ -127,7 +127,14 @@ class Run:
     @property
     def loops(self) -> list[ReportNode]:
         """Every loop node of the report, in pre-order."""
-        return [n for n in self.report.walk() if n.kind == "loop"]
+        out, todo = [], [self.report]
+        while todo:  # pre-order; an agent node has no children to walk into
+            node = todo.pop()
+            if node.kind == "loop":
+                out.append(node)
+            if node.children:
+                todo.extend(reversed(node.children))
+        return out
 
     @property
     def stop_reasons(self) -> dict[str, LoopStopReason | None]:

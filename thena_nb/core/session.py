@@ -452,6 +452,18 @@ class Session:
         if announce and self._control.subscribers:
             self._control.emit(event("run_finished"))
         self._wake()
+        self._release()
+
+    def _release(self) -> None:
+        """Drop the run's references back to this session (its hooks, its tasks), so that
+        an ended run holds no reference cycle: it is freed as soon as it is dropped, not by
+        the next full garbage collection."""
+        control = self._control
+        control.on_turn.clear()
+        control.on_branch_turn = None
+        control.checkpoint = None
+        control.tasks.clear()
+        self._keeper.pause = None
 
     async def _settled(self) -> None:
         """Wait for a stopped run's task to wind down (it persists the run's ending)."""

@@ -38,6 +38,8 @@ class CallCounter:
     def __init__(self) -> None:
         self._counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._outside = 0
+        self._last: weakref.ref[Any] | None = None  # the run of the last call, and its count
+        self._last_count = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # positions belong to runs in this process; a copy starts afresh
@@ -51,18 +53,96 @@ class CallCounter:
         if run is None:
             self._outside += 1
             return self._outside
-        count = self._counts.get(run, 0) + 1
-        self._counts[run] = count
+        last = self._last
+        if last is not None and last() is run:  # the common case: the same run again
+            self._last_count += 1
+            return self._last_count
+        if last is not None and (previous := last()) is not None:
+            self._counts[previous] = self._last_count
+        count = self._counts.pop(run, 0) + 1
+        self._last, self._last_count = weakref.ref(run), count
         return count
 
 
+KEPT_RUNS = 16
+"""How many runs' requests an offline model keeps (`OfflineModel.requests`)."""
+
+
+class RequestLog:
+    """An offline model's requests, kept per run for its last `KEPT_RUNS` runs: a model used
+    for many runs does not hold every history it was ever sent."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, list[ModelRequest]] = {}  # by run id, oldest first
+        self._outside: list[ModelRequest] = []  # requests made outside any run
+        self._last: weakref.ref[Any] | None = None  # the run of the last request, and its log
+        self._last_log: list[ModelRequest] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # requests belong to runs in this process; a copy starts afresh
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def add(self, request: ModelRequest) -> None:
+        """Keep `request` in the log of the current run."""
+        run = current_run()
+        if run is None:
+            self._outside.append(request)
+            return
+        last = self._last
+        if last is None or last() is not run:
+            log = self._runs.get(run.run_id)
+            if log is None:
+                log = self._runs[run.run_id] = []
+                while len(self._runs) > KEPT_RUNS:
+                    del self._runs[next(iter(self._runs))]  # the oldest run's requests go
+            self._last, self._last_log = weakref.ref(run), log
+        self._last_log.append(request)
+
+    def requests(self) -> Requests:
+        """Every kept request: those of each kept run, in the order the runs first asked,
+        then those made outside a run."""
+        out = Requests(self)
+        for log in list(self._runs.values()):
+            out.extend(log)
+        out.extend(self._outside)
+        return out
+
+    def clear(self) -> None:
+        """Forget every request."""
+        self._runs.clear()
+        self._outside.clear()
+        self._last, self._last_log = None, []
+
+
+class Requests(list[ModelRequest]):
+    """`OfflineModel.requests`: a list of the requests kept; `clear()` also clears the log."""
+
+    def __init__(self, log: RequestLog) -> None:
+        super().__init__()
+        self._log = log
+
+    def clear(self) -> None:
+        """Forget every request, here and in the model's log."""
+        super().clear()
+        self._log.clear()
+
+
 class OfflineModel:
-    """Keeps every request it receives in `.requests` and numbers the calls of each run."""
+    """Keeps the requests of its last `KEPT_RUNS` runs in `.requests` and numbers the calls
+    of each run."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.requests: list[ModelRequest] = []
+        self._log = RequestLog()
         self._calls = CallCounter()
+
+    @property
+    def requests(self) -> Requests:
+        """The requests received in the last `KEPT_RUNS` runs (16), in the order the runs
+        first asked, then those made outside a run. `requests.clear()` forgets them all."""
+        return self._log.requests()
 
     def render(self, request: ModelRequest) -> dict[str, Any]:
         """The request as plain data: `messages`, `system` and `tools` (no wire to show).
@@ -77,7 +157,7 @@ class OfflineModel:
 
     def _receive(self, request: ModelRequest) -> int:
         """Keep `request`; return the 1-based number of this call within the current run."""
-        self.requests.append(request)
+        self._log.add(request)
         return self._calls.next()
 
 

@@ -17,7 +17,10 @@ class FunctionModel(OfflineModel):
     """A model that calls `fn(request)` for every reply.
 
     `fn` returns a `Reply`, a `str` (a text answer) or `reply.error(exc)`, or raises; it may
-    be sync (run in a worker thread) or async. Every request is kept in `.requests`.
+    be sync or async. A sync `fn` is called inline, like a sync tool: it should return at
+    once. Pass `blocking=True` for one that waits (sleeps, does I/O): it then runs in a
+    worker thread, so parallel branches and `Session.stop()` need not wait for it. Every
+    request of its last 16 runs is kept in `.requests`.
 
     Example:
         >>> from thena_nb.models import FunctionModel, reply
@@ -27,11 +30,15 @@ class FunctionModel(OfflineModel):
         FunctionModel(echo)
     """
 
-    def __init__(self, fn: Callable[[ModelRequest], Any], *, name: str = "function") -> None:
+    def __init__(
+        self, fn: Callable[[ModelRequest], Any], *, name: str = "function", blocking: bool = False
+    ) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel needs a function of the request, got {fn!r}")
         super().__init__(name)
         self.fn = fn
+        self.blocking = blocking
+        """Whether a sync `fn` runs in a worker thread (it waits) rather than inline."""
         self._is_async = inspect.iscoroutinefunction(fn)
 
     async def respond(self, request: ModelRequest) -> Reply:
@@ -39,11 +46,14 @@ class FunctionModel(OfflineModel):
         call = self._receive(request)
         if self._is_async:
             value = await self.fn(request)
-        else:
+        elif self.blocking:
             value = await asyncio.to_thread(self.fn, request)
+        else:
+            value = self.fn(request)
         return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=call)
 
     def __repr__(self) -> str:
         label = getattr(self.fn, "__name__", repr(self.fn))
         extra = f", name={self.name!r}" if self.name != "function" else ""
+        extra += ", blocking=True" if self.blocking else ""
         return f"FunctionModel({label}{extra})"

@@ -16,7 +16,7 @@ class ScriptedModel(OfflineModel):
     """A model that answers from a script: one reply per call, in order.
 
     Every run starts again at the first reply, so re-running a notebook cell works. It keeps
-    every `ModelRequest` it received in `.requests`.
+    the `ModelRequest`s of its last 16 runs in `.requests`.
 
     Args:
         replies: `reply.text(...)`, `reply.tool(...)`, `reply.calls(...)`, `reply.error(...)`
