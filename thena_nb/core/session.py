@@ -441,6 +441,7 @@ class Session:
                 # Persist the ending before anyone waiting on the run is woken.
                 await self._control.recorder.run_finished(run)
         finally:
+            self._control.tasks.pop(top, None)  # the run's own task: no cycle through it
             self._finish(status)
 
     def _finish(self, status: Any, *, announce: bool = True) -> None:
@@ -462,7 +463,6 @@ class Session:
         control.on_turn.clear()
         control.on_branch_turn = None
         control.checkpoint = None
-        control.tasks.clear()
         self._keeper.pause = None
 
     async def _settled(self) -> None:
