@@ -20,6 +20,7 @@ is rebuilt from the turns' step paths.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,7 @@ __all__ = [
     "RunStore",
     "TurnRecord",
     "missing_run",
+    "open_turns_of",
     "rebuild_run",
     "records_of",
     "report_from_turns",
@@ -119,6 +121,20 @@ def missing_run(run_id: str, known: Sequence[str]) -> str:
     """The message of the `StoreError` for a run id the store does not hold."""
     hint = f"; it holds {', '.join(map(repr, known[-5:]))}" if known else "; it holds no runs"
     return f"no run {run_id!r} in the store{hint}. `thena_nb.runs()` lists the stored runs."
+
+
+def open_turns_of(turns: Sequence[Turn], branch_turns: Sequence[Turn]) -> list[Turn]:
+    """The stored branch turns of a parallel block still open: those no merged turn of
+    `turns` is (matched by step path and request key, as a replay matches branch turns)."""
+    merged = Counter((t.step_path, t.request_key) for t in turns if t.branch is not None)
+    out = []
+    for turn in branch_turns:
+        key = (turn.step_path, turn.request_key)
+        if merged[key]:
+            merged[key] -= 1
+        else:
+            out.append(turn)
+    return out
 
 
 def summary_of(
