@@ -16,7 +16,7 @@ from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
 from thena_nb.core.run import Run
-from thena_nb.core.store._owner import RunInUse
+from thena_nb.core.store._owner import RunInUse, keep_ended
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._fingerprint import Unfingerprintable, digest
 
@@ -40,6 +40,7 @@ BASE_VARIANT = "base"
 _REUSABLE = ("finished", "budget", "stopped", "waiting")
 """Statuses of stored runs that a re-run takes as they are; failed runs run again. A waiting
 run is kept as it is too: `wf.resume(run_id, decisions=...)` finishes it under its id."""
+_REUSABLE_SET = frozenset(_REUSABLE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,11 +244,14 @@ async def run_claimed(job: Job, store: Any, start: Callable[[], Awaitable[Run]])
     experiment in another process), wait for it to end and reuse its run, or run it here
     if it did not end in a reusable way."""
     while True:
+        token = keep_ended.set(_REUSABLE_SET)  # a run finished meanwhile is reused
         try:
             return await start()
         except RunInUse:
             if store is None:
                 raise
+        finally:
+            keep_ended.reset(token)
         found = await _ended_elsewhere(store, job.run_id)
         if found is not None:
             return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from contextvars import ContextVar
 
 from thena_nb.core.errors import StoreError
 
@@ -38,20 +39,33 @@ _HOST = socket.gethostname()
 
 
 class RunInUse(StoreError):
-    """Another writer is running this run right now; it is not written twice.
+    """Another writer is running this run right now (or, for a claim that takes only new
+    runs, has made it already); it is not written twice.
 
     Attributes:
         run_id: The run.
-        owner: Who holds it (`host:pid:token`).
+        owner: Who holds (or made) it (`host:pid:token`).
+        status: The run's stored status (`"running"` while another writer holds it).
     """
 
-    def __init__(self, run_id: str, owner: str, where: str) -> None:
+    def __init__(self, run_id: str, owner: str, where: str, status: str = "running") -> None:
+        if status == "running":
+            said = f"is being run right now by {owner_label(owner)} in {where}"
+        else:
+            said = f"was made meanwhile by {owner_label(owner)} in {where} ({status})"
         super().__init__(
-            f"run {run_id!r} is being run right now by {owner_label(owner)} in {where}; "
-            "wait for it to end (then load or resume it), or give this run another run_id"
+            f"run {run_id!r} {said}; wait for it to end (then load or resume it), or give "
+            "this run another run_id"
         )
         self.run_id = run_id
         self.owner = owner
+        self.status = status
+
+
+keep_ended: ContextVar[frozenset[str]] = ContextVar("keep_ended", default=frozenset())
+"""Stored statuses a claim made in this context does not overwrite (`RunInUse` instead):
+an experiment sets the statuses it reuses, so a run another process finished between its
+look-up and its claim is reused, not made twice."""
 
 
 def new_owner() -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from urllib.parse import quote
 
 from thena_nb.core.errors import StoreError
 
@@ -96,8 +95,8 @@ def prepare(conn: sqlite3.Connection, label: str) -> bool:
         StoreError: The file is not SQLite, or is an SQLite file of something else.
     """
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    _check_ours(conn, label)
     try:
+        _check_ours(conn, label)
         _set_up(conn)
     except sqlite3.OperationalError as exc:
         if not any(hint in str(exc).lower() for hint in _READ_ONLY_HINTS):
@@ -116,6 +115,8 @@ def _check_ours(conn: sqlite3.Connection, label: str) -> None:
             for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if not name.startswith("sqlite_")
         ]
+    except sqlite3.OperationalError:
+        raise  # cannot be opened as it is (e.g. read-only): the caller decides
     except sqlite3.DatabaseError as exc:
         raise StoreError(
             f"{label} is not a thena_nb run store: it cannot be read as SQLite ({exc}). "
@@ -142,8 +143,8 @@ def _set_up(conn: sqlite3.Connection) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         create(conn)
-        if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        # Written every time: a file opened read-only fails here, not at its first turn.
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.commit()
     except BaseException:
         if conn.in_transaction:
@@ -185,7 +186,10 @@ def open_read_only(path: Path, label: str) -> sqlite3.Connection:
     A WAL file in a directory we cannot write to is opened as immutable (nobody can write
     to it either: a writer needs the directory for its journal).
     """
-    uri = f"file:{quote(str(path.resolve()))}"
+    where = str(path.resolve())
+    for char, code in (("%", "%25"), ("?", "%3f"), ("#", "%23")):  # what a URI path escapes
+        where = where.replace(char, code)
+    uri = f"file:{where}"
     last: Exception | None = None
     for flags in ("mode=ro", "mode=ro&immutable=1"):
         conn = sqlite3.connect(f"{uri}?{flags}", uri=True, check_same_thread=False)

@@ -61,8 +61,12 @@ class MemoryRunStore:
             if not _owner.hold(self._owner, run.run_id):
                 self._refused.add(run.run_id)
                 raise _owner.RunInUse(run.run_id, self._owner, repr(self))
-            self._refused.discard(run.run_id)
+            self._refused.add(run.run_id)  # until the claim is made
             old = self._headers.get(run.run_id)
+            if old is not None and old["status"] in _owner.keep_ended.get():
+                _owner.release(self._owner, run.run_id)
+                raise _owner.RunInUse(run.run_id, self._owner, repr(self), old["status"])
+            self._refused.discard(run.run_id)
             header = run.header()
             if old is not None:
                 header["started_at"] = old["started_at"]

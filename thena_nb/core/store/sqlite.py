@@ -113,7 +113,7 @@ class SqliteRunStore:
         self._parts_written: dict[str, set[str]] = {}
         """The request parts written so far, by run (under the lock)."""
         self._owner = _owner.new_owner()
-        self._renew_at = 0.0
+        self._renew_at = time.monotonic() + _owner.LEASE_S / 3  # claims start with a lease
         self._refused: set[str] = set()
         """Runs whose claim this store was refused: their ending is not its to write."""
         if isinstance(database, sqlite3.Connection):
@@ -337,6 +337,9 @@ class SqliteRunStore:
                 if taken and _owner.owner_alive(owner, lease, time.time()):
                     self._refused.add(run_id)
                     raise _owner.RunInUse(run_id, owner, repr(self))
+                if status in _owner.keep_ended.get():
+                    self._refused.add(run_id)
+                    raise _owner.RunInUse(run_id, owner or "?", repr(self), status)
             if not _owner.hold(self._owner, run_id):
                 self._refused.add(run_id)
                 raise _owner.RunInUse(run_id, self._owner, repr(self))
