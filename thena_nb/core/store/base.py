@@ -94,6 +94,14 @@ class RunStore(RunRecorder, Protocol):
     by the engine; `turn_recorded` returns only once the turn is stored, so a run killed
     at any moment keeps every finished turn. The reading side is sync. A store of your own
     can check itself against the published contract suite, `tests/store/contract.py`.
+
+    A run has one writer: `run_started` claims it and raises `RunInUse` when another
+    writer holds it; `run_finished` releases it and raises `StoreError` when the ending
+    could not be stored (never silently). A `"running"` run whose writer is gone reads as
+    `"abandoned"`. Two methods are optional, and ours have them: `async
+    branch_turn_recorded(run, record)`, a parallel branch's turn as it finishes (a load
+    gives those of a block still open as `run.open_turns`, which a resume reuses), and
+    `statuses(run_ids)`, each stored run's status by id (an experiment's reuse look-up).
     """
 
     def load(self, run_id: str) -> Run:

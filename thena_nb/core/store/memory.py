@@ -101,9 +101,9 @@ class MemoryRunStore:
     async def run_finished(self, run: Run) -> None:
         """Store how the run ended, with its history and report, and release the claim."""
         with self._lock:
-            if run.run_id in self._refused:
+            if run.run_id in self._refused or not _owner.holds(self._owner, run.run_id):
                 self._refused.discard(run.run_id)
-                return
+                return  # not its run to end: its claim was refused, or it never started here
             _owner.release(self._owner, run.run_id)
             self._branch.pop(run.run_id, None)
             header = self._headers.setdefault(run.run_id, run.header())

@@ -210,9 +210,9 @@ class SqliteRunStore:
         """
         run_id = run.run_id
         self._parts_written.pop(run_id, None)
-        if run_id in self._refused:
+        if run_id in self._refused or not _owner.holds(self._owner, run_id):
             self._refused.discard(run_id)
-            return
+            return  # not its run to end: its claim was refused, or it never started here
         try:
             self._finish(run)
         except StoreError as exc:
