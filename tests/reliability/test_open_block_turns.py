@@ -3,6 +3,7 @@ and a resume after a kill reuses it: its tool does not run again."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -76,8 +77,6 @@ def test_a_branch_turn_survives_a_kill_inside_its_block_and_is_reused(tmp_path: 
 async def test_each_branch_turn_is_stored_as_it_finishes(kind: str, tmp_path: Path) -> None:
     """Both stores keep a branch turn the moment it finishes (`run.open_turns` of a load),
     and drop it from there once the block has merged it into the run's turns."""
-    import asyncio
-
     release = asyncio.Event()
 
     async def slow(request: object) -> str:
@@ -98,3 +97,38 @@ async def test_each_branch_turn_is_stored_as_it_finishes(kind: str, tmp_path: Pa
     done = store.load("b")
     assert done.open_turns == [] and len(done.turns) == 3
     assert [t.model_dump() for t in done.turns] == [t.model_dump() for t in run.turns]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_failed_block_keeps_its_finished_branch_turns_for_the_resume(
+    kind: str, tmp_path: Path
+) -> None:
+    """A branch that raises fails its block (S6: the run keeps none of its turns); the
+    branch turns that did finish stay stored, and the resume reuses them."""
+    marks = tmp_path / "marks"
+    store = MemoryRunStore() if kind == "memory" else SqliteRunStore(tmp_path / "r.sqlite3")
+
+    async def broken(request: object) -> str:
+        await asyncio.sleep(0.05)  # the fast branch finishes first
+        raise RuntimeError("the slow model is down")
+
+    failing = parallel_workflow(str(marks), slow=FunctionModel(broken, name="slow"))
+    with pytest.raises(RuntimeError, match="the slow model is down"):
+        failing.run("go", run_id="f", store=store)
+    failed = store.load("f")
+    assert failed.status == "failed" and failed.turns == []
+    assert [t.agent for t in failed.open_turns] == ["Fast", "Fast"]
+
+    async def fixed(request: object) -> str:
+        return "slow done"
+
+    resumed = parallel_workflow(str(marks), slow=FunctionModel(fixed, name="slow")).resume(
+        "f", store=store
+    )
+    assert resumed.status == "finished" and marks.read_text() == "called\n"
+    assert [(t.agent, t.replayed) for t in resumed.turns] == [
+        ("Fast", True),
+        ("Fast", True),
+        ("Slow", False),
+    ]
+    assert store.load("f").open_turns == []

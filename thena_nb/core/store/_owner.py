@@ -23,8 +23,10 @@ __all__ = [
     "RunInUse",
     "hold",
     "holds",
+    "keep_ended",
     "new_owner",
     "owner_alive",
+    "owner_label",
     "release",
     "shown_status",
 ]

@@ -105,7 +105,8 @@ class MemoryRunStore:
                 self._refused.discard(run.run_id)
                 return  # not its run to end: its claim was refused, or it never started here
             _owner.release(self._owner, run.run_id)
-            self._branch.pop(run.run_id, None)
+            if run.status == "finished":  # every block merged; else a resume may reuse them
+                self._branch.pop(run.run_id, None)
             header = self._headers.setdefault(run.run_id, run.header())
             ending = run.ending()
             ending["output"] = copy.deepcopy(ending["output"])

@@ -238,7 +238,8 @@ class SqliteRunStore:
             turns = _SELECT_TURNS.format("NULL" if finished else "messages")
             rows = conn.execute(turns, (run_id,)).fetchall()
             parts = conn.execute(_SELECT_PARTS, (run_id,)).fetchall()
-            branch = [] if finished else conn.execute(_SELECT_BRANCH, (run_id,)).fetchall()
+            done = row[_HEADER_COLUMNS.index("status")] == "finished"  # every block merged
+            branch = [] if done else conn.execute(_SELECT_BRANCH, (run_id,)).fetchall()
         try:
             return self._rebuild(run_id, row, rows, parts, branch)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -428,7 +429,8 @@ class SqliteRunStore:
                 ),
             )
             conn.execute(_DELETE_FROM, (header["run_id"], len(run.turns)))
-            conn.execute("DELETE FROM thena_branch_turns WHERE run_id = ?", (header["run_id"],))
+            if final["status"] == "finished":  # else a resume may still reuse them
+                conn.execute(_DELETE_BRANCH, (header["run_id"],))
 
     def _mark_failed(self, run_id: str, exc: StoreError) -> None:
         """After a failed final write: say so loudly, and mark the stored run `"failed"`
@@ -525,6 +527,7 @@ _INSERT_BRANCH_TURN = (
     "INSERT INTO thena_branch_turns (run_id, seq, format, turn, state, messages) VALUES (?, "
     "(SELECT coalesce(max(seq), -1) + 1 FROM thena_branch_turns WHERE run_id = ?), ?, ?, ?, ?)"
 )
+_DELETE_BRANCH = "DELETE FROM thena_branch_turns WHERE run_id = ?"
 _INSERT_PART = "INSERT OR IGNORE INTO thena_request_parts (run_id, key, value) VALUES (?, ?, ?)"
 _DELETE_FROM = "DELETE FROM thena_turns WHERE run_id = ? AND idx >= ?"
 _RECENT_IDS = "SELECT run_id FROM thena_runs ORDER BY started_at DESC, rowid DESC LIMIT 5"
