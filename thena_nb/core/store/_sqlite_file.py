@@ -9,6 +9,7 @@ loaded, and a write says why it cannot be made.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from thena_nb.core.errors import StoreError
@@ -133,14 +134,7 @@ def _check_ours(conn: sqlite3.Connection, label: str) -> None:
 
 
 def _set_up(conn: sqlite3.Connection) -> None:
-    if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-        # A read-only file answers with its journal mode and changes nothing.
-        raise sqlite3.OperationalError("attempt to write a readonly database")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    # Checkpoints (the one step that syncs to disk) run on a thread of their own, after
-    # enough turns were committed, never inside a turn's commit.
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE")  # a read-only file fails here, before anything changed
     try:
         create(conn)
         # Written every time: a file opened read-only fails here, not at its first turn.
@@ -150,6 +144,21 @@ def _set_up(conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
             conn.rollback()
         raise
+    _to_wal(conn)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    # Checkpoints (the one step that syncs to disk) run on a thread of their own, after
+    # enough turns were committed, never inside a turn's commit.
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+
+def _to_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. The switch answers with the old mode, without an error, while another
+    connection holds the file (two processes opening a new file at once): try again."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError("the file stays locked: cannot switch it to WAL")
+        time.sleep(0.01)
 
 
 def create(conn: sqlite3.Connection) -> None:
