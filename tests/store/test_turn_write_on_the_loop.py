@@ -60,7 +60,7 @@ def test_a_turn_is_committed_on_the_event_loop_thread_before_the_next_starts(
     assert store.seen == [(main, False, i + 1) for i in range(len(run.turns))]
     assert len(run.turns) == 5
     # No writer thread was started for the store.
-    assert not [t for t in threading.enumerate() if t.name.startswith("thena_nb-")]
+    assert "thena_nb-store" not in {t.name for t in threading.enumerate()}
     assert {t.name for t in threading.enumerate()} <= before | {main}
     conn = sqlite3.connect(tmp_path / "runs.sqlite3")
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
