@@ -59,7 +59,10 @@ def test_store_all() -> None:
     import thena_nb.store
 
     assert set(thena_nb.store.__all__) == {
+        "ABANDONED",
+        "APPLICATION_ID",
         "ENV_VAR",
+        "RunInUse",
         "RunRecorder",
         "TurnRecord",
         "records_of",

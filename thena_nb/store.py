@@ -19,14 +19,19 @@ Example:
 """
 
 from thena_nb.core.errors import StoreError
+from thena_nb.core.store._owner import ABANDONED, RunInUse
+from thena_nb.core.store._sqlite_file import APPLICATION_ID
 from thena_nb.core.store.base import RunRecorder, RunStore, TurnRecord, records_of
 from thena_nb.core.store.default import ENV_VAR, default_store, default_store_path
 from thena_nb.core.store.memory import MemoryRunStore
 from thena_nb.core.store.sqlite import SqliteRunStore
 
 __all__ = [
+    "ABANDONED",
+    "APPLICATION_ID",
     "ENV_VAR",
     "MemoryRunStore",
+    "RunInUse",
     "RunRecorder",
     "RunStore",
     "SqliteRunStore",

@@ -218,14 +218,17 @@ async def test_branch_messages_not_yet_stored_are_rebuilt(
     store: RunStore, reader: RunStore
 ) -> None:
     """Each parallel branch turn is stored with its own messages when the block merges, so
-    stopping right after the block loads the whole history."""
+    stopping right after the block loads the whole history. Before the merge it is kept as
+    a turn of the open block (`run.open_turns`), for a resume to reuse."""
     session = review().session("go", store=store)
-    await session.step()  # the first branch's turn: nothing is stored before the merge
-    assert reader.load(session.result.run_id).turns == []
+    await session.step()  # the first branch's turn: stored as the block's, not the run's
+    early = reader.load(session.result.run_id)
+    assert early.turns == [] and [t.agent for t in early.open_turns] == ["Security"]
+    assert early.open_turns[0].info.response == "security ok"
     await session.step()
     loaded = reader.load(session.result.run_id)
     assert [t.agent for t in loaded.turns] == ["Security", "Perf"]
-    assert loaded.history == session.result.history
+    assert loaded.history == session.result.history and loaded.open_turns == []
     session.stop()
 
 

@@ -57,7 +57,9 @@ def test_s28_a_killed_process_keeps_every_committed_turn_and_resumes(tmp_path: P
         assert check == ("ok",)
         loaded = store.load("killed")
         k = len(loaded.turns)
-        assert loaded.status == "running" and loaded.finished_at is None
+        # Its process is gone: the run shows as abandoned, not running for ever.
+        assert loaded.status == "abandoned" and loaded.finished_at is None
+        assert [r["status"] for r in store.list_runs()] == ["abandoned"]
         assert [t.index for t in loaded.turns] == list(range(k))
         assert set(printed) <= set(range(k)) and k < LONG_TURNS
         # The history is rebuilt from the turn records: the input, then a call and its result.

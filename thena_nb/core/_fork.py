@@ -242,6 +242,11 @@ class _WithParentTurns:
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         await self._inner.turn_recorded(run, record)
 
+    async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        keep = getattr(self._inner, "branch_turn_recorded", None)
+        if keep is not None:
+            await keep(run, record)
+
     async def run_finished(self, run: Run) -> None:
         await self._inner.run_finished(run)
 

@@ -90,6 +90,11 @@ class Replay:
         for t in recorded.turns:
             if t.branch is not None:
                 self._by_request.setdefault((t.step_path, t.request_key), []).append(t)
+        self._open: dict[tuple[str, str | None], list[Turn]] = {}
+        """Branch turns of a block still open when the recording ended (`run.open_turns`):
+        a resume reuses them whatever else diverged, as their requests match exactly."""
+        for t in getattr(recorded, "open_turns", ()):
+            self._open.setdefault((t.step_path, t.request_key), []).append(t)
         self._states = getattr(recorded, "states", None) or {}
         self.inserts: dict[int, list[Message]] = inserted_messages(recorded.history)
         """The user messages no turn wrote, by the index of the turn they come before."""
@@ -111,6 +116,10 @@ class Replay:
         Inside a parallel block the final index is known only when the block merges, so a
         branch's turn is matched by its step path and request instead.
         """
+        if in_branch and self._open:
+            found = self._open.get((path, request_key))
+            if found:
+                return found.pop(0)
         if self.diverged_at is not None:
             return None
         if self.live_from is not None and index >= self.live_from:

@@ -157,6 +157,17 @@ class RunControl:
             )
             await self.recorder.turn_recorded(run, record)
 
+    async def record_branch(self, turn: Turn, state: Any, messages: Sequence[Message]) -> None:
+        """A parallel branch's turn has finished while its block is open: a recorder that
+        can (`branch_turn_recorded`) stores it now, so a resume reuses it (a resume's own
+        replayed branch turns are stored already)."""
+        recorder = self.recorder
+        keep = getattr(recorder, "branch_turn_recorded", None)
+        if keep is None or (turn.replayed and self.kept is not None):
+            return
+        snapshot = state.model_dump(mode="json") if isinstance(state, BaseModel) else state
+        await keep(self.run, TurnRecord(turn, snapshot, tuple(messages)))
+
     def _plan(self, turn: Turn) -> tuple[bool, int | None]:
         """Whether the store has `turn` already, and from which index stored turns are stale."""
         kept = self.kept

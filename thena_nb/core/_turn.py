@@ -437,6 +437,7 @@ async def record(
         frame.tool_calls += len(done)
     if not at.top_level:
         scope.added.append(scope.history[first:])  # recorded when the parallel block merges
+        await at.control.record_branch(turn, ctx.state, scope.history[first:])
         if at.control.in_order is not None:
             _tell_branch_turn(at, turn)
     else:

@@ -118,6 +118,9 @@ class Run:
         self.request_parts: dict[str, Any] = {}
         """The system prompts and tool-spec lists the turns' requests refer to, each distinct
         value once, by key (`SentRequest.system`, `SentRequest.tools`); JSON-ready."""
+        self.open_turns: list[Turn] = []
+        """A stored run's parallel-branch turns that finished while their block was still
+        open (the process ended before the block merged); a resume reuses them."""
 
     @property
     def turn_infos(self) -> list[TurnInfo]:

@@ -440,6 +440,10 @@ class Session:
             if self._control.recorder is not None:
                 # Persist the ending before anyone waiting on the run is woken.
                 await self._control.recorder.run_finished(run)
+        except Exception as exc:  # the ending was not stored: the caller must hear of it
+            if self.exception is None:
+                exc.run = run  # type: ignore[attr-defined]
+                self.exception = exc
         finally:
             self._control.tasks.pop(top, None)  # the run's own task: no cycle through it
             self._finish(status)

@@ -37,8 +37,9 @@ LoopStopReason = Literal["until", "exhausted", "fails", "budget", "stop"]
 """Why a loop stopped, as recorded on its report node (S12)."""
 ToolCallSource = Literal["native", "rescued"]
 """Where a tool call came from: the API's tool channel, or the model's text (S21)."""
-RunStatus = Literal["running", "finished", "stopped", "budget", "failed", "waiting"]
-"""How a run stands; `"waiting"`: stopped at a tool gate until its pending calls are decided."""
+RunStatus = Literal["running", "finished", "stopped", "budget", "failed", "waiting", "abandoned"]
+"""How a run stands; `"waiting"`: stopped at a tool gate until its pending calls are decided;
+`"abandoned"` (a stored run only): left running by a process that is gone."""
 ToolDecision = Literal["approve", "edit", "reject", "respond"]
 """What a person (or an `approve=` function) decided for a gated call."""
 

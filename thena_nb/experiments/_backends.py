@@ -8,10 +8,11 @@ from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from thena_nb.core.run import Run
+from thena_nb.core.store._owner import RunInUse
 from thena_nb.core.store.base import records_of
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._gate import Gates, gated
-from thena_nb.experiments._plan import Done, Job, Plan
+from thena_nb.experiments._plan import Done, Job, Plan, run_claimed
 
 __all__ = ["run_local", "run_ray"]
 
@@ -33,13 +34,23 @@ async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gates, *, sto
 
 
 async def _run_live(workflow: Workflow, job: Job, store: Any) -> Run:
-    """One run in this process; cancelling it cancels the session's own task too."""
+    """One run in this process, or the run another process made of it meanwhile (the same
+    experiment run twice at once: a run has one writer)."""
+    return await run_claimed(job, store, lambda: _run_here(workflow, job, store))
+
+
+async def _run_here(workflow: Workflow, job: Job, store: Any) -> Run:
+    """One run in this process; cancelling it cancels the session's own task too.
+
+    Raises:
+        RunInUse: Another writer holds the run.
+    """
     # A tool gate ends the run as `"waiting"` (a row status), to resume by its id later.
     s = workflow.session(
         job.input, run_id=job.run_id, store=False if store is None else store, at_gate="wait"
     )
     try:
-        return await _finish_run(s.run())
+        run = await _finish_run(s.run())
     except asyncio.CancelledError:
         # The session advances in a task of its own; stop it, or it would go on calling
         # the model after the experiment was cancelled. It records the run as failed.
@@ -47,6 +58,9 @@ async def _run_live(workflow: Workflow, job: Job, store: Any) -> Run:
             s.task.cancel()
             await asyncio.wait([s.task])
         raise
+    if isinstance(s.exception, RunInUse):
+        raise s.exception
+    return run
 
 
 async def _finish_run(pending: Awaitable[Run]) -> Run:

@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
 from thena_nb.core.run import Run
+from thena_nb.core.store._owner import RunInUse, keep_ended
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._fingerprint import Unfingerprintable, digest
 
-__all__ = ["BASE_VARIANT", "Backend", "Done", "Job", "Plan", "fingerprint", "reuse_finished"]
+__all__ = [
+    "BASE_VARIANT",
+    "Backend",
+    "Done",
+    "Job",
+    "Plan",
+    "fingerprint",
+    "reuse_finished",
+    "run_claimed",
+    "stored_statuses",
+]
 
 Backend = Literal["local", "ray"]
 
@@ -28,6 +40,7 @@ BASE_VARIANT = "base"
 _REUSABLE = ("finished", "budget", "stopped", "waiting")
 """Statuses of stored runs that a re-run takes as they are; failed runs run again. A waiting
 run is kept as it is too: `wf.resume(run_id, decisions=...)` finishes it under its id."""
+_REUSABLE_SET = frozenset(_REUSABLE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,11 +175,15 @@ def _fingerprint_or_reason(workflow: Workflow) -> tuple[str | None, str]:
 
 async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
     """Hand the runs the store already finished to `done`, a batch at a time as they are
-    loaded (so a progress bar counts them as they are found); return the jobs still to run."""
+    loaded (so a progress bar counts them as they are found); return the jobs still to run.
+
+    The jobs' runs are looked up by run id (which the variant's fingerprint is part of):
+    with a store that has `statuses`, an index lookup that reads nothing else.
+    """
     if store is None or not jobs:
         return list(jobs)
     by_id = {job.run_id: job for job in jobs if job.reusable}
-    ready = await asyncio.to_thread(_finished_ids, store, set(by_id)) if by_id else []
+    ready = await asyncio.to_thread(_finished_ids, store, list(by_id)) if by_id else []
     reused: set[str] = set()
     for start in range(0, len(ready), _LOAD_BATCH):
         batch = ready[start : start + _LOAD_BATCH]
@@ -180,12 +197,20 @@ _LOAD_BATCH = 64
 """Stored runs loaded per worker-thread hop while an experiment looks for finished runs."""
 
 
-def _finished_ids(store: Any, wanted: set[str]) -> list[str]:
-    return [
-        row["run_id"]
-        for row in store.list_runs()
-        if row["run_id"] in wanted and row["status"] in _REUSABLE
-    ]
+def _finished_ids(store: Any, wanted: list[str]) -> list[str]:
+    found = stored_statuses(store, wanted)
+    return [run_id for run_id in wanted if found.get(run_id) in _REUSABLE]
+
+
+def stored_statuses(store: Any, run_ids: list[str]) -> dict[str, str]:
+    """The stored status of each of `run_ids` the store holds: by index (`statuses`) when
+    the store can, else from `list_runs` (a store of your own without `statuses`)."""
+    lookup = getattr(store, "statuses", None)
+    if lookup is not None:
+        found: dict[str, str] = lookup(run_ids)
+        return found
+    wanted = set(run_ids)
+    return {row["run_id"]: row["status"] for row in store.list_runs() if row["run_id"] in wanted}
 
 
 def _load_some(store: Any, run_ids: list[str]) -> dict[str, Run]:
@@ -193,6 +218,59 @@ def _load_some(store: Any, run_ids: list[str]) -> dict[str, Run]:
     for run_id in run_ids:
         try:
             out[run_id] = store.load(run_id)
-        except StoreError:
-            continue  # unreadable: run it again
+        except StoreError as exc:
+            _forget_unreadable(store, run_id, exc)
     return out
+
+
+def _forget_unreadable(store: Any, run_id: str, exc: StoreError) -> None:
+    """A stored run that cannot be read is run again: say so, and drop what is left of it
+    (its id is about to be written afresh)."""
+    warnings.warn(
+        f"stored run {run_id!r} cannot be reused ({exc}); it runs again",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    with contextlib.suppress(StoreError):
+        store.delete(run_id)
+
+
+_WAIT_S = (0.02, 0.5)
+"""How often a run another process is running is looked at: first, and at most."""
+
+
+async def run_claimed(job: Job, store: Any, start: Callable[[], Awaitable[Run]]) -> Run:
+    """`start()` the job's run; when another writer holds the run (`RunInUse`: the same
+    experiment in another process), wait for it to end and reuse its run, or run it here
+    if it did not end in a reusable way."""
+    while True:
+        token = keep_ended.set(_REUSABLE_SET)  # a run finished meanwhile is reused
+        try:
+            return await start()
+        except RunInUse:
+            if store is None:
+                raise
+        finally:
+            keep_ended.reset(token)
+        found = await _ended_elsewhere(store, job.run_id)
+        if found is not None:
+            return found
+
+
+async def _ended_elsewhere(store: Any, run_id: str) -> Run | None:
+    """Wait until the run is no longer running elsewhere; the run if it is reusable."""
+    pause = _WAIT_S[0]
+    while True:
+        status = (await asyncio.to_thread(stored_statuses, store, [run_id])).get(run_id)
+        if status != "running":
+            break
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _WAIT_S[1])
+    if status not in _REUSABLE:
+        return None
+    try:
+        run: Run = await asyncio.to_thread(store.load, run_id)
+    except StoreError as exc:
+        _forget_unreadable(store, run_id, exc)
+        return None
+    return run

@@ -20,6 +20,7 @@ is rebuilt from the turns' step paths.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,7 @@ __all__ = [
     "RunStore",
     "TurnRecord",
     "missing_run",
+    "open_turns_of",
     "rebuild_run",
     "records_of",
     "report_from_turns",
@@ -92,6 +94,14 @@ class RunStore(RunRecorder, Protocol):
     by the engine; `turn_recorded` returns only once the turn is stored, so a run killed
     at any moment keeps every finished turn. The reading side is sync. A store of your own
     can check itself against the published contract suite, `tests/store/contract.py`.
+
+    A run has one writer: `run_started` claims it and raises `RunInUse` when another
+    writer holds it; `run_finished` releases it and raises `StoreError` when the ending
+    could not be stored (never silently). A `"running"` run whose writer is gone reads as
+    `"abandoned"`. Two methods are optional, and ours have them: `async
+    branch_turn_recorded(run, record)`, a parallel branch's turn as it finishes (a load
+    gives those of a block still open as `run.open_turns`, which a resume reuses), and
+    `statuses(run_ids)`, each stored run's status by id (an experiment's reuse look-up).
     """
 
     def load(self, run_id: str) -> Run:
@@ -119,6 +129,20 @@ def missing_run(run_id: str, known: Sequence[str]) -> str:
     """The message of the `StoreError` for a run id the store does not hold."""
     hint = f"; it holds {', '.join(map(repr, known[-5:]))}" if known else "; it holds no runs"
     return f"no run {run_id!r} in the store{hint}. `thena_nb.runs()` lists the stored runs."
+
+
+def open_turns_of(turns: Sequence[Turn], branch_turns: Sequence[Turn]) -> list[Turn]:
+    """The stored branch turns of a parallel block still open: those no merged turn of
+    `turns` is (matched by step path and request key, as a replay matches branch turns)."""
+    merged = Counter((t.step_path, t.request_key) for t in turns if t.branch is not None)
+    out = []
+    for turn in branch_turns:
+        key = (turn.step_path, turn.request_key)
+        if merged[key]:
+            merged[key] -= 1
+        else:
+            out.append(turn)
+    return out
 
 
 def summary_of(

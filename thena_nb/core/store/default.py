@@ -69,5 +69,13 @@ def default_store() -> RunStore | None:
                     stacklevel=2,
                 )
                 return None
+            if store.read_only:
+                warnings.warn(
+                    f"thena_nb: the run store {str(path)!r} is read-only: its runs can be "
+                    "listed and loaded, but a run that uses it raises StoreError. Set "
+                    f"{ENV_VAR} to a writable file, or pass store=False",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             _defaults[key] = store
     return store

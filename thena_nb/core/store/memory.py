@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from thena_nb.core.errors import StoreError
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
+from thena_nb.core.store import _owner
 from thena_nb.core.store.base import (
     TurnRecord,
     missing_run,
+    open_turns_of,
     rebuild_run,
     request_parts_of,
     summary_of,
@@ -40,14 +43,30 @@ class MemoryRunStore:
         self._headers: dict[str, dict[str, Any]] = {}
         self._records: dict[str, dict[int, TurnRecord]] = {}
         self._parts: dict[str, dict[str, Any]] = {}
+        self._branch: dict[str, list[TurnRecord]] = {}
         self._lock = threading.Lock()
+        self._owner = _owner.new_owner()
+        self._refused: set[str] = set()
 
     # -- RunRecorder ----------------------------------------------------------------------
 
     async def run_started(self, run: Run) -> None:
-        """Write the run's header; a run id already stored (a resume) keeps its turns."""
+        """Claim the run and write its header; a run id already stored (a resume) keeps its
+        turns.
+
+        Raises:
+            RunInUse: This store is running this run now.
+        """
         with self._lock:
+            if not _owner.hold(self._owner, run.run_id):
+                self._refused.add(run.run_id)
+                raise _owner.RunInUse(run.run_id, self._owner, repr(self))
+            self._refused.add(run.run_id)  # until the claim is made
             old = self._headers.get(run.run_id)
+            if old is not None and old["status"] in _owner.keep_ended.get():
+                _owner.release(self._owner, run.run_id)
+                raise _owner.RunInUse(run.run_id, self._owner, repr(self), old["status"])
+            self._refused.discard(run.run_id)
             header = run.header()
             if old is not None:
                 header["started_at"] = old["started_at"]
@@ -70,9 +89,24 @@ class MemoryRunStore:
                 if key not in parts:
                     parts[key] = copy.deepcopy(value)
 
-    async def run_finished(self, run: Run) -> None:
-        """Store how the run ended, with its history and report."""
+    async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        """Store a parallel branch's turn as it finishes, while its block is still open."""
         with self._lock:
+            kept = TurnRecord(record.turn, copy.deepcopy(record.state), tuple(record.messages))
+            self._branch.setdefault(run.run_id, []).append(kept)
+            parts = self._parts.setdefault(run.run_id, {})
+            for key, value in request_parts_of(run, record.turn).items():
+                parts.setdefault(key, copy.deepcopy(value))
+
+    async def run_finished(self, run: Run) -> None:
+        """Store how the run ended, with its history and report, and release the claim."""
+        with self._lock:
+            if run.run_id in self._refused or not _owner.holds(self._owner, run.run_id):
+                self._refused.discard(run.run_id)
+                return  # not its run to end: its claim was refused, or it never started here
+            _owner.release(self._owner, run.run_id)
+            if run.status == "finished":  # every block merged; else a resume may reuse them
+                self._branch.pop(run.run_id, None)
             header = self._headers.setdefault(run.run_id, run.header())
             ending = run.ending()
             ending["output"] = copy.deepcopy(ending["output"])
@@ -106,13 +140,31 @@ class MemoryRunStore:
             }
             history, report = header.get("history"), header.get("report")
             parts = copy.deepcopy(self._parts.get(run_id, {}))
-        return rebuild_run(
+            branch = [r.turn for r in self._branch.get(run_id, ())]
+            stored["status"] = self._shown(run_id, stored["status"])
+        run = rebuild_run(
             stored,
             ordered,
             history=list(history) if history is not None else None,
             report=ReportNode.model_validate(report) if report is not None else None,
             parts=parts,
         )
+        run.open_turns = open_turns_of(run.turns, branch)
+        return run
+
+    def _shown(self, run_id: str, status: str) -> str:
+        return _owner.shown_status(run_id, status, self._owner, None, 0.0)
+
+    def statuses(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """The status of each of `run_ids` the store holds (a run whose writer is gone is
+        `"abandoned"`)."""
+        with self._lock:
+            headers = self._headers
+            return {
+                r: self._shown(r, headers[r]["status"])
+                for r in dict.fromkeys(run_ids)
+                if r in headers
+            }
 
     def list_runs(self) -> list[dict[str, Any]]:
         """One summary per stored run, in the order they started."""
@@ -120,9 +172,10 @@ class MemoryRunStore:
             out = []
             for run_id, header in self._headers.items():
                 turns = [r.turn for r in self._records.get(run_id, {}).values()]
+                shown = {**header, "status": self._shown(run_id, header["status"])}
                 out.append(
                     summary_of(
-                        header,
+                        shown,
                         len(turns),
                         sum(t.input_tokens for t in turns),
                         sum(t.output_tokens for t in turns),
@@ -137,6 +190,7 @@ class MemoryRunStore:
             self._headers.pop(run_id, None)
             self._records.pop(run_id, None)
             self._parts.pop(run_id, None)
+            self._branch.pop(run_id, None)
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._headers)})"

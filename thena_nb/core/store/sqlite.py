@@ -1,36 +1,40 @@
 """`SqliteRunStore`: runs kept in an SQLite file, turn by turn, with the stdlib `sqlite3`.
 
-Writes run on the store's own writer thread, off the event loop, and each turn is committed
-before `turn_recorded` returns.
-
-Each finished turn is committed before the executor starts the next one (S28), in WAL mode
-with `synchronous=NORMAL`: a commit survives the process being killed at any moment (not a
-power cut, which may lose the last few commits). Several processes may write to one file at
-once; a writer waits up to `busy_timeout` for another's commit.
+Each finished turn is one `INSERT`, committed on the calling (event-loop) thread before
+`turn_recorded` returns, so before the executor starts the next turn (S28). In WAL mode
+with `synchronous=NORMAL` such a commit is a write to the journal, no sync: it survives the
+process being killed at any moment (not a power cut, which may lose the last few commits).
+The one step that syncs, moving the journal into the database, runs on a thread of its own
+every `CHECKPOINT_EVERY` commits. Several processes may write to one file at once; a writer
+waits up to `busy_timeout` for another's commit, and a run is claimed by one writer before
+its first turn (`core/store/_owner.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
-import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+import time
+import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import TypeAdapter
 
 from thena_nb.core.errors import StoreError
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
+from thena_nb.core.store import _owner
+from thena_nb.core.store._sqlite_file import BUSY_TIMEOUT_MS, open_read_only, prepare
 from thena_nb.core.store.base import (
     STORE_FORMAT,
     TurnRecord,
     missing_run,
+    open_turns_of,
     rebuild_run,
     request_parts_of,
     summary_of,
@@ -39,57 +43,11 @@ from thena_nb.core.types import Message, Turn
 
 __all__ = ["BUSY_TIMEOUT_MS", "CHECKPOINT_EVERY", "SqliteRunStore"]
 
-_T = TypeVar("_T")
-
-BUSY_TIMEOUT_MS = 10_000
-"""How long a write waits for another process's write to finish."""
 CHECKPOINT_EVERY = 500
 """Turn commits between two WAL checkpoints."""
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 _TURNS: TypeAdapter[list[Turn]] = TypeAdapter(list[Turn])
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS thena_runs (
-        run_id TEXT PRIMARY KEY,
-        format INTEGER NOT NULL,
-        workflow TEXT NOT NULL,
-        input TEXT NOT NULL,
-        status TEXT NOT NULL,
-        started_at TEXT NOT NULL,
-        finished_at TEXT,
-        error TEXT,
-        usage TEXT,
-        stop_reasons TEXT,
-        output TEXT,
-        state TEXT,
-        history TEXT,
-        report TEXT,
-        replay_diverged_at INTEGER,
-        parent_run_id TEXT,
-        forked_at INTEGER,
-        pending TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS thena_turns (
-        run_id TEXT NOT NULL,
-        idx INTEGER NOT NULL,
-        format INTEGER NOT NULL,
-        request_key TEXT,
-        input_tokens INTEGER NOT NULL,
-        output_tokens INTEGER NOT NULL,
-        turn TEXT NOT NULL,
-        state TEXT,
-        messages TEXT NOT NULL,
-        PRIMARY KEY (run_id, idx)
-    )""",
-    # Newer than the first files: an older file gains it when it is opened.
-    """CREATE TABLE IF NOT EXISTS thena_request_parts (
-        run_id TEXT NOT NULL,
-        key TEXT NOT NULL,
-        value TEXT NOT NULL,
-        PRIMARY KEY (run_id, key)
-    )""",
-)
 
 _JSON_COLUMNS = ("usage", "stop_reasons", "output", "state", "pending")
 _HEADER_COLUMNS = (
@@ -105,26 +63,33 @@ _HEADER_COLUMNS = (
     "replay_diverged_at",
     "parent_run_id",
     "forked_at",
+    "owner",
+    "lease_until",
     "history",
     "report",
 )
-_ADDED_COLUMNS = (("parent_run_id", "TEXT"), ("forked_at", "INTEGER"), ("pending", "TEXT"))
-"""Columns newer than the first files: added to an older file when it is opened."""
 
 
 class SqliteRunStore:
     """A run store in an SQLite database: a file path, or a connection you opened.
 
-    The file is created readable by its owner alone (mode 0600); tables (`thena_runs`,
-    `thena_turns`, `thena_request_parts`) are created on first use. A connection you pass
-    must allow use from other threads (`sqlite3.connect(..., check_same_thread=False)`):
-    writes run in a worker thread, off the event loop, and it should be the store's alone
-    (the store commits its own transactions on it). One lock guards the connection, so one
-    store may serve many runs at once.
+    The file is created readable by its owner alone (mode 0600) and marked as a run store
+    (`PRAGMA application_id`); tables (`thena_runs`, `thena_turns`, `thena_request_parts`,
+    `thena_branch_turns`) are created when it is opened. An SQLite file of something else
+    is refused, unchanged. A file that cannot be written (read-only, or in a read-only
+    directory) opens read-only (`read_only`): its runs can be listed and loaded.
+
+    A connection you pass should be the store's alone (the store commits its own
+    transactions on it) and, if runs are loaded from other threads, allow that
+    (`sqlite3.connect(..., check_same_thread=False)`). One lock guards the connection, so
+    one store may serve many runs at once. Turns are written on the calling thread.
 
     Args:
         database: A path to the database file, or an open `sqlite3.Connection` (left open
             by `close()`).
+
+    Raises:
+        StoreError: The file cannot be opened, or is not a run store.
 
     Example:
         >>> from thena_nb import Agent, Workflow
@@ -141,27 +106,44 @@ class SqliteRunStore:
 
     def __init__(self, database: sqlite3.Connection | str | os.PathLike[str]) -> None:
         self.path: Path | None
-        if isinstance(database, sqlite3.Connection):
-            self._conn = database
-            self._owns = False
-            self.path = None
-        else:
-            self.path = Path(database).expanduser()
-            self._owns = True
-            try:
-                _create_private(self.path)
-                self._conn = sqlite3.connect(
-                    self.path, check_same_thread=False, isolation_level=None
-                )
-            except (OSError, sqlite3.Error) as exc:
-                raise StoreError(f"cannot open the run store {str(self.path)!r}: {exc}") from exc
         self._lock = threading.Lock()
-        self._writer = _Writer(after=self._checkpoint)
-        self._commits = 0
-        self._parts_written: dict[str, set[str]] = {}
-        """The request parts written so far, by run (writer thread, under the lock)."""
-        self._ready = False
         self._closed = False
+        self._commits = 0
+        self._checkpointing: threading.Thread | None = None
+        self._parts_written: dict[str, set[str]] = {}
+        """The request parts written so far, by run (under the lock)."""
+        self._owner = _owner.new_owner()
+        self._renew_at = time.monotonic() + _owner.LEASE_S / 3  # claims start with a lease
+        self._refused: set[str] = set()
+        """Runs whose claim this store was refused: their ending is not its to write."""
+        if isinstance(database, sqlite3.Connection):
+            self._conn, self._owns, self.path = database, False, None
+            self.read_only = not self._prepare(repr(self))
+            return
+        self.path = Path(database).expanduser()
+        self._owns = True
+        try:
+            _create_private(self.path)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the run store {str(self.path)!r}: {exc}") from exc
+        self.read_only = not self._prepare(repr(str(self.path)))
+        """The file cannot be written: runs can be listed and loaded, not stored."""
+        if self.read_only:
+            self._conn.close()
+            self._conn = open_read_only(self.path, repr(str(self.path)))
+
+    def _prepare(self, label: str) -> bool:
+        try:
+            return prepare(self._conn, label)
+        except sqlite3.Error as exc:
+            if self._owns:
+                self._conn.close()
+            raise StoreError(f"cannot open the run store {label}: {exc}") from exc
+        except StoreError:
+            if self._owns:
+                self._conn.close()
+            raise
 
     @classmethod
     @contextlib.contextmanager
@@ -174,8 +156,10 @@ class SqliteRunStore:
             store.close()
 
     def close(self) -> None:
-        """Stop the writer thread and close the connection, if the store opened it."""
-        self._writer.stop()
+        """Finish a checkpoint under way and close the connection, if the store opened it."""
+        thread = self._checkpointing
+        if thread is not None:
+            thread.join()
         with self._lock:
             if self._owns and not self._closed:
                 self._conn.close()
@@ -194,27 +178,48 @@ class SqliteRunStore:
     # -- RunRecorder ----------------------------------------------------------------------
 
     async def run_started(self, run: Run) -> None:
-        """Write the run's header; a run id already stored (a resume) keeps its turns."""
-        await self._writer.run(self._write_start, run.header())
+        """Claim the run and write its header; a run id already stored (a resume) keeps its
+        turns.
+
+        Raises:
+            RunInUse: Another writer is running this run now (this process or another).
+        """
+        self._start(run.header())
 
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit the turn, its state snapshot and its messages (S28)."""
         if not record.stored:
-            parts = request_parts_of(run, record.turn)
-            await self._writer.run(self._write_turn, run.run_id, record, parts)
+            self._write_turn(run.run_id, record, request_parts_of(run, record.turn))
+
+    async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
+        """Commit a parallel branch's turn as it finishes, while its block is still open
+        (its index is the branch's own; the block's merge records it again as a run turn)."""
+        run_id, turn = run.run_id, record.turn
+        dumped = (STORE_FORMAT, turn.model_dump_json(), *_state_and_messages(record))
+        with self._writing(f"store a branch turn of run {run_id!r}") as conn:
+            conn.execute(_INSERT_BRANCH_TURN, (run_id, run_id, *dumped))
+            self._insert_parts(conn, run_id, request_parts_of(run, turn))
 
     async def run_finished(self, run: Run) -> None:
-        """Write how the run ended, with its history and report.
+        """Write how the run ended, with its history and report, and release the claim.
 
-        This one write is made on the calling thread: the session hands the run back to its
-        caller as soon as this is called, and the stored run must be complete by then.
+        Raises:
+            StoreError: The ending could not be written. The run is then marked `"failed"`
+                in the store, with this error, when that small write can be made; else it
+                shows as `"abandoned"`, like the run of a process that died.
         """
-        with self._lock:
-            self._parts_written.pop(run.run_id, None)
-        history = _MESSAGES.dump_json(run.history).decode()
-        # Through `json.dumps`, as `Run.to_json` does, so that `max_fails=inf` stays `inf`.
-        report = json.dumps(run.report.model_dump(mode="json"), ensure_ascii=False)
-        self._write_finish(run.header(), run.ending(), len(run.turns), history, report)
+        run_id = run.run_id
+        self._parts_written.pop(run_id, None)
+        if run_id in self._refused or not _owner.holds(self._owner, run_id):
+            self._refused.discard(run_id)
+            return  # not its run to end: its claim was refused, or it never started here
+        try:
+            self._finish(run)
+        except StoreError as exc:
+            self._mark_failed(run_id, exc)
+            raise
+        finally:
+            _owner.release(self._owner, run_id)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -222,106 +227,132 @@ class SqliteRunStore:
         """The stored run, rebuilt (`run.workflow` is `None`).
 
         Raises:
-            StoreError: No run `run_id` is stored, or the store cannot be read.
+            StoreError: No run `run_id` is stored, it is corrupt, or the store cannot be read.
         """
         with self._reading("load a run") as conn:
-            row = conn.execute(
-                f"SELECT {', '.join(_HEADER_COLUMNS)} FROM thena_runs WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
+            row = conn.execute(_SELECT_HEADER, (run_id,)).fetchone()
             if row is None:
                 known = [r[0] for r in conn.execute(_RECENT_IDS)]
                 raise StoreError(missing_run(run_id, known[::-1]))
-            finished = row[-2] is not None  # the history is stored once the run has ended
-            rows = conn.execute(
-                f"SELECT format, turn, state, {'NULL' if finished else 'messages'} "
-                "FROM thena_turns WHERE run_id = ? ORDER BY idx",
-                (run_id,),
-            ).fetchall()
-            parts = {
-                key: json.loads(value)
-                for key, value in conn.execute(
-                    "SELECT key, value FROM thena_request_parts WHERE run_id = ?", (run_id,)
-                )
-            }
+            finished = row[_HEADER_COLUMNS.index("finished_at")] is not None
+            turns = _SELECT_TURNS.format("NULL" if finished else "messages")
+            rows = conn.execute(turns, (run_id,)).fetchall()
+            parts = conn.execute(_SELECT_PARTS, (run_id,)).fetchall()
+            done = row[_HEADER_COLUMNS.index("status")] == "finished"  # every block merged
+            branch = [] if done else conn.execute(_SELECT_BRANCH, (run_id,)).fetchall()
+        try:
+            return self._rebuild(run_id, row, rows, parts, branch)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise StoreError(_corrupt(self, run_id, exc)) from exc
+
+    def _rebuild(
+        self,
+        run_id: str,
+        row: tuple[Any, ...],
+        rows: list[tuple[Any, ...]],
+        part_rows: list[tuple[str, str]],
+        branch_rows: list[tuple[Any, ...]],
+    ) -> Run:
         header = dict(zip(_HEADER_COLUMNS, row, strict=True))
         _check_format(header.pop("format"), f"run {run_id!r}")
         history, report = header.pop("history"), header.pop("report")
+        owner, lease = header.pop("owner"), header.pop("lease_until")
+        header["status"] = _owner.shown_status(run_id, header["status"], owner, lease, time.time())
         for name in _JSON_COLUMNS:
             text = header[name]
             header[name] = json.loads(text) if text is not None else None
-        for fmt, *_ in rows:
+        for fmt, *_ in [*rows, *branch_rows]:
             _check_format(fmt, f"a turn of run {run_id!r}")
-        # One validation of every turn at once costs far less than one per turn.
-        turns = _TURNS.validate_json(f"[{','.join(r[1] for r in rows)}]")
-        records = [
-            TurnRecord(
-                turn,
-                json.loads(state) if state is not None else None,
-                _MESSAGES.validate_json(messages) if messages is not None else (),
-            )
-            for turn, (_, _, state, messages) in zip(turns, rows, strict=True)
-        ]
-        return rebuild_run(
+        records = _records(rows)
+        run = rebuild_run(
             header,
             records,
             history=_MESSAGES.validate_json(history) if history is not None else None,
             report=ReportNode.model_validate_json(report) if report is not None else None,
-            parts=parts,
+            parts={key: json.loads(value) for key, value in part_rows},
         )
+        run.open_turns = open_turns_of(run.turns, [r.turn for r in _records(branch_rows)])
+        return run
 
     def list_runs(self) -> list[dict[str, Any]]:
-        """One summary per stored run, in the order they started."""
+        """One summary per stored run, in the order they started (a run whose writer is
+        gone shows as `"abandoned"`).
+
+        Raises:
+            StoreError: A run's row is corrupt (the error names it), or the store cannot be
+                read.
+        """
         with self._reading("list runs") as conn:
-            rows = conn.execute(
-                "SELECT r.run_id, r.workflow, r.input, r.status, r.stop_reasons, r.started_at, "
-                "r.finished_at, r.error, count(t.idx), coalesce(sum(t.input_tokens), 0), "
-                "coalesce(sum(t.output_tokens), 0) FROM thena_runs r "
-                "LEFT JOIN thena_turns t ON t.run_id = r.run_id "
-                "GROUP BY r.run_id ORDER BY r.started_at, r.rowid"
-            ).fetchall()
+            rows = conn.execute(_LIST).fetchall()
+        now = time.time()
         out = []
-        for run_id, wf, text, status, reasons, started, finished, error, n, i, o in rows:
-            header = {
-                "run_id": run_id,
-                "workflow": wf,
-                "input": text,
-                "status": status,
-                "stop_reasons": json.loads(reasons) if reasons else {},
-                "started_at": started,
-                "finished_at": finished,
-                "error": error,
-            }
-            out.append(summary_of(header, n, i, o))
+        for run_id, wf, text, status, reasons, started, finished, error, owner, lease, *n in rows:
+            try:
+                header = {
+                    "run_id": run_id,
+                    "workflow": wf,
+                    "input": text,
+                    "status": _owner.shown_status(run_id, status, owner, lease, now),
+                    "stop_reasons": json.loads(reasons) if reasons else {},
+                    "started_at": started,
+                    "finished_at": finished,
+                    "error": error,
+                }
+                out.append(summary_of(header, *n))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise StoreError(_corrupt(self, run_id, exc)) from exc
         return out
+
+    def statuses(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """The status of each of `run_ids` the store holds, found by run id (an index), not
+        by listing every run; a run whose writer is gone is `"abandoned"`."""
+        wanted = list(dict.fromkeys(run_ids))
+        found: dict[str, str] = {}
+        now = time.time()
+        with self._reading("look runs up") as conn:
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start : start + _CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                query = f"{_STATUSES} ({marks})"
+                for run_id, status, owner, lease in conn.execute(query, chunk):
+                    found[run_id] = _owner.shown_status(run_id, status, owner, lease, now)
+        return found
 
     def delete(self, run_id: str) -> None:
         """Forget a run (nothing happens when there is no such run)."""
         with self._writing("delete a run") as conn:
-            conn.execute("DELETE FROM thena_turns WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM thena_request_parts WHERE run_id = ?", (run_id,))
+            for table in ("thena_turns", "thena_request_parts", "thena_branch_turns"):
+                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM thena_runs WHERE run_id = ?", (run_id,))
             self._parts_written.pop(run_id, None)
 
-    # -- writing (on a worker thread, under the lock) ---------------------------------------
+    # -- writing (on the calling thread, under the lock) ----------------------------------
 
-    def _write_start(self, header: dict[str, Any]) -> None:
-        with self._writing("start a run") as conn:
-            conn.execute(
-                "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at, "
-                "parent_run_id, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET "
-                "format = excluded.format, workflow = excluded.workflow, "
-                "input = excluded.input, status = excluded.status, finished_at = NULL, "
-                "error = NULL, usage = NULL, stop_reasons = NULL, output = NULL, state = NULL, "
-                "pending = NULL, "
-                "history = NULL, report = NULL, replay_diverged_at = NULL, "
-                "parent_run_id = excluded.parent_run_id, forked_at = excluded.forked_at",
-                _header_values(header),
-            )
+    def _start(self, header: dict[str, Any]) -> None:
+        run_id = header["run_id"]
+        with self._writing(f"start run {run_id!r}") as conn:
+            row = conn.execute(_SELECT_OWNER, (run_id,)).fetchone()
+            if row is not None:
+                status, owner, lease = row
+                taken = status == "running" and owner is not None and owner != self._owner
+                if taken and _owner.owner_alive(owner, lease, time.time()):
+                    self._refused.add(run_id)
+                    raise _owner.RunInUse(run_id, owner, repr(self))
+                if status in _owner.keep_ended.get():
+                    self._refused.add(run_id)
+                    raise _owner.RunInUse(run_id, owner or "?", repr(self), status)
+            if not _owner.hold(self._owner, run_id):
+                self._refused.add(run_id)
+                raise _owner.RunInUse(run_id, self._owner, repr(self))
+            self._refused.discard(run_id)
+            try:
+                conn.execute(_START, (*_header_values(header), self._owner, _lease()))
+            except BaseException:
+                _owner.release(self._owner, run_id)
+                raise
 
     def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
-        turn, state = record.turn, record.state
+        turn = record.turn
         values = (
             run_id,
             turn.index,
@@ -330,47 +361,62 @@ class SqliteRunStore:
             turn.input_tokens,
             turn.output_tokens,
             turn.model_dump_json(),
-            json.dumps(state, ensure_ascii=False) if state is not None else None,
-            _MESSAGES.dump_json(list(record.messages)).decode(),
+            *_state_and_messages(record),
         )
         written = self._parts_written.get(run_id)
         new = [k for k in parts if written is None or k not in written]
-        if record.drop_from is not None or new:
-            with self._writing(f"store turn {turn.index}") as conn:
+        renew = time.monotonic() >= self._renew_at
+        if record.drop_from is not None or new or renew:
+            with self._writing(f"store turn {turn.index} of run {run_id!r}") as conn:
                 if record.drop_from is not None:
                     conn.execute(_DELETE_FROM, (run_id, record.drop_from))
                 conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
                 conn.execute(_INSERT_TURN, values)
+                if renew:
+                    self._renew(conn)
             self._parts_written.setdefault(run_id, set()).update(new)
             return
-        # The common case, once per turn: one statement, its own transaction.
+        # The common case, once per turn: one prepared statement, its own transaction.
         with self._lock:
             conn = self._conn
+            if self._closed or self.read_only:
+                raise StoreError(self._cannot_write(f"store turn {turn.index}"))
             try:
-                self._connection()
                 conn.execute(_INSERT_TURN, values)
                 if conn.in_transaction:  # a connection passed in may open one implicitly
                     conn.commit()
-                self._commits += 1
             except sqlite3.Error as exc:
                 _rollback(conn)
                 raise StoreError(f"{self!r} cannot store turn {turn.index}: {exc}") from exc
+            self._commits += 1
+            if self._commits >= CHECKPOINT_EVERY:
+                self._start_checkpoint()
 
-    def _write_finish(
-        self, header: dict[str, Any], final: dict[str, Any], turns: int, history: str, report: str
-    ) -> None:
-        dumped = {name: json.dumps(final[name], ensure_ascii=False) for name in _JSON_COLUMNS}
-        with self._writing("finish a run") as conn:
+    def _insert_parts(self, conn: sqlite3.Connection, run_id: str, parts: dict[str, Any]) -> None:
+        written = self._parts_written.setdefault(run_id, set())
+        new = [k for k in parts if k not in written]
+        conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
+        written.update(new)
+
+    def _renew(self, conn: sqlite3.Connection) -> None:
+        """Renew the leases of this store's open runs (every third of a lease at most)."""
+        self._renew_at = time.monotonic() + _owner.LEASE_S / 3
+        conn.execute(_RENEW, (_lease(), self._owner))
+
+    def _finish(self, run: Run) -> None:
+        header, final = run.header(), run.ending()
+        try:
+            history = _MESSAGES.dump_json(run.history).decode()
+            # Through `json.dumps`, as `Run.to_json` does, so that `max_fails=inf` stays `inf`.
+            report = json.dumps(run.report.model_dump(mode="json"), ensure_ascii=False)
+            dumped = {name: json.dumps(final[name], ensure_ascii=False) for name in _JSON_COLUMNS}
+        except (ValueError, TypeError, OverflowError) as exc:
+            what = f"{self!r} cannot write the ending of run {run.run_id!r}: {exc}"
+            raise StoreError(what) from exc
+        with self._writing(f"finish run {run.run_id!r}") as conn:
+            conn.execute(_INSERT_HEADER, _header_values(header))
             conn.execute(
-                "INSERT INTO thena_runs (run_id, format, workflow, input, status, started_at, "
-                "parent_run_id, forked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO NOTHING",
-                _header_values(header),
-            )
-            conn.execute(
-                "UPDATE thena_runs SET status = ?, finished_at = ?, error = ?, usage = ?, "
-                "stop_reasons = ?, output = ?, state = ?, pending = ?, history = ?, report = ?, "
-                "replay_diverged_at = ? WHERE run_id = ?",
+                _FINISH,
                 (
                     final["status"],
                     final["finished_at"],
@@ -382,53 +428,65 @@ class SqliteRunStore:
                     header["run_id"],
                 ),
             )
-            conn.execute(_DELETE_FROM, (header["run_id"], turns))
+            conn.execute(_DELETE_FROM, (header["run_id"], len(run.turns)))
+            if final["status"] == "finished":  # else a resume may still reuse them
+                conn.execute(_DELETE_BRANCH, (header["run_id"],))
+
+    def _mark_failed(self, run_id: str, exc: StoreError) -> None:
+        """After a failed final write: say so loudly, and mark the stored run `"failed"`
+        with the error if that much can still be written."""
+        note = f"the run's ending could not be stored: {exc}"
+        warnings.warn(
+            f"thena_nb: run {run_id!r} is not complete in {self!r}: {note}. Its turns are "
+            f"kept; resume it with `wf.resume({run_id!r})`",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        with contextlib.suppress(StoreError), self._writing(f"mark {run_id!r} failed") as conn:
+            conn.execute(_MARK_FAILED, (f"StoreError: {note}", run_id, self._owner))
+
+    def _start_checkpoint(self) -> None:
+        """Move the WAL into the database on a thread of its own (call with the lock held)."""
+        self._commits = 0
+        thread = self._checkpointing
+        if thread is not None and thread.is_alive():
+            return
+        self._checkpointing = threading.Thread(
+            target=self._checkpoint, name="thena_nb-checkpoint", daemon=True
+        )
+        self._checkpointing.start()
 
     def _checkpoint(self) -> None:
-        """Move the WAL into the database once enough turns were committed (writer thread)."""
-        if self._commits < CHECKPOINT_EVERY:
-            return
-        with self._lock:
-            self._commits = 0
-            if not self._closed:
-                with contextlib.suppress(sqlite3.Error):  # busy elsewhere: the next one will do
+        with contextlib.suppress(sqlite3.Error):  # busy elsewhere: the next one will do
+            if self.path is not None:  # its own connection: turns go on being written
+                conn = sqlite3.connect(self.path, isolation_level=None)
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                finally:
+                    conn.close()
+                return
+            with self._lock:
+                if not self._closed:
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # -- the connection -------------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        """The connection, set up on first use (call with the lock held)."""
+    def _cannot_write(self, what: str) -> str:
         if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        conn = self._conn
-        if not self._ready:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # Checkpoints (the one step that syncs to disk) run on the writer thread after a
-            # turn is acknowledged, not inside the commit of whichever turn crosses the limit.
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                have = {row[1] for row in conn.execute("PRAGMA table_info(thena_runs)")}
-                for name, kind in _ADDED_COLUMNS:
-                    if name not in have:
-                        conn.execute(f"ALTER TABLE thena_runs ADD COLUMN {name} {kind}")
-                conn.commit()
-            except BaseException:
-                conn.rollback()
-                raise
-            self._ready = True
-        return conn
+            return f"{self!r} is closed"
+        return (
+            f"{self!r} cannot {what}: it is read-only (the file or its directory cannot be "
+            "written); its runs can be listed and loaded. Give a writable store to keep runs"
+        )
 
     @contextlib.contextmanager
     def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
         """One write transaction, taking the database's write lock at once."""
         with self._lock:
+            if self._closed or self.read_only:
+                raise StoreError(self._cannot_write(what))
+            conn = self._conn
             try:
-                conn = self._connection()
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
@@ -446,8 +504,10 @@ class SqliteRunStore:
     def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
         """One read transaction, so that a run's header and turns are from one moment."""
         with self._lock:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            conn = self._conn
             try:
-                conn = self._connection()
                 conn.execute("BEGIN")
             except sqlite3.Error as exc:
                 raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
@@ -459,82 +519,94 @@ class SqliteRunStore:
                 _rollback(conn)
 
 
-class _Writer:
-    """One thread that runs a store's writes in order, off the event loop.
-
-    It does what `asyncio.to_thread` does, for about half the cost per call (no executor,
-    no future chaining), which matters once per turn. A write whose awaiting task was
-    cancelled still completes: the turn it stores is kept.
-    """
-
-    def __init__(self, after: Callable[[], None] | None = None) -> None:
-        self._after = after
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._start = threading.Lock()
-
-    async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run `fn(*args)` on the writer thread and return what it returns (or raise)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[_T] = loop.create_future()
-        if self._thread is None or self._pid != os.getpid():  # none yet, or a forked child
-            with self._start:
-                if self._thread is None or self._pid != os.getpid():
-                    self._queue = queue.SimpleQueue()
-                    self._thread = threading.Thread(
-                        target=self._work,
-                        args=(self._queue, self._after),
-                        name="thena_nb-store",
-                        daemon=True,
-                    )
-                    self._pid = os.getpid()
-                    self._thread.start()
-        self._queue.put((loop, done, fn, args))
-        return await done
-
-    def stop(self) -> None:
-        """Finish the queued writes and end the thread."""
-        with self._start:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
-
-    @staticmethod
-    def _work(jobs: queue.SimpleQueue[Any], after: Callable[[], None] | None) -> None:
-        while True:
-            item = jobs.get()
-            if item is None:
-                return
-            loop, done, fn, args = item
-            try:
-                outcome: tuple[bool, Any] = (True, fn(*args))
-            except BaseException as exc:
-                outcome = (False, exc)
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(_settle, done, *outcome)
-            if after is not None:
-                with contextlib.suppress(Exception):
-                    after()
-
-
-def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if done.cancelled():
-        return
-    if ok:
-        done.set_result(value)
-    else:
-        done.set_exception(value)
-
-
 _INSERT_TURN = (
     "INSERT OR REPLACE INTO thena_turns (run_id, idx, format, request_key, input_tokens, "
     "output_tokens, turn, state, messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_BRANCH_TURN = (
+    "INSERT INTO thena_branch_turns (run_id, seq, format, turn, state, messages) VALUES (?, "
+    "(SELECT coalesce(max(seq), -1) + 1 FROM thena_branch_turns WHERE run_id = ?), ?, ?, ?, ?)"
+)
+_DELETE_BRANCH = "DELETE FROM thena_branch_turns WHERE run_id = ?"
 _INSERT_PART = "INSERT OR IGNORE INTO thena_request_parts (run_id, key, value) VALUES (?, ?, ?)"
 _DELETE_FROM = "DELETE FROM thena_turns WHERE run_id = ? AND idx >= ?"
 _RECENT_IDS = "SELECT run_id FROM thena_runs ORDER BY started_at DESC, rowid DESC LIMIT 5"
+_SELECT_HEADER = f"SELECT {', '.join(_HEADER_COLUMNS)} FROM thena_runs WHERE run_id = ?"
+_SELECT_TURNS = "SELECT format, turn, state, {} FROM thena_turns WHERE run_id = ? ORDER BY idx"
+_SELECT_PARTS = "SELECT key, value FROM thena_request_parts WHERE run_id = ?"
+_SELECT_BRANCH = (
+    "SELECT format, turn, state, messages FROM thena_branch_turns WHERE run_id = ? ORDER BY seq"
+)
+_SELECT_OWNER = "SELECT status, owner, lease_until FROM thena_runs WHERE run_id = ?"
+_STATUSES = "SELECT run_id, status, owner, lease_until FROM thena_runs WHERE run_id IN"
+_CHUNK = 500
+"""Run ids per lookup statement (SQLite allows 32,766 parameters; older builds 999)."""
+_LIST = (
+    "SELECT r.run_id, r.workflow, r.input, r.status, r.stop_reasons, r.started_at, "
+    "r.finished_at, r.error, r.owner, r.lease_until, count(t.idx), "
+    "coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) FROM thena_runs r "
+    "LEFT JOIN thena_turns t ON t.run_id = r.run_id "
+    "GROUP BY r.run_id ORDER BY r.started_at, r.rowid"
+)
+_COLUMNS = "run_id, format, workflow, input, status, started_at, parent_run_id, forked_at"
+_START = (
+    f"INSERT INTO thena_runs ({_COLUMNS}, owner, lease_until) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET "
+    "format = excluded.format, workflow = excluded.workflow, "
+    "input = excluded.input, status = excluded.status, finished_at = NULL, "
+    "error = NULL, usage = NULL, stop_reasons = NULL, output = NULL, state = NULL, "
+    "pending = NULL, history = NULL, report = NULL, replay_diverged_at = NULL, "
+    "parent_run_id = excluded.parent_run_id, forked_at = excluded.forked_at, "
+    "owner = excluded.owner, lease_until = excluded.lease_until"
+)
+_INSERT_HEADER = (
+    f"INSERT INTO thena_runs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run_id) DO NOTHING"
+)
+_FINISH = (
+    "UPDATE thena_runs SET status = ?, finished_at = ?, error = ?, usage = ?, "
+    "stop_reasons = ?, output = ?, state = ?, pending = ?, history = ?, report = ?, "
+    "replay_diverged_at = ?, lease_until = NULL WHERE run_id = ?"
+)
+_MARK_FAILED = (
+    "UPDATE thena_runs SET status = 'failed', error = ?, lease_until = NULL "
+    "WHERE run_id = ? AND owner = ? AND status = 'running'"
+)
+_RENEW = "UPDATE thena_runs SET lease_until = ? WHERE owner = ? AND status = 'running'"
+
+
+def _lease() -> float:
+    return time.time() + _owner.LEASE_S
+
+
+def _state_and_messages(record: TurnRecord) -> tuple[str | None, str]:
+    state = record.state
+    return (
+        json.dumps(state, ensure_ascii=False) if state is not None else None,
+        _MESSAGES.dump_json(list(record.messages)).decode(),
+    )
+
+
+def _records(rows: list[tuple[Any, ...]]) -> list[TurnRecord]:
+    # One validation of every turn at once costs far less than one per turn.
+    turns = _TURNS.validate_json(f"[{','.join(r[1] for r in rows)}]")
+    return [
+        TurnRecord(
+            turn,
+            json.loads(state) if state is not None else None,
+            _MESSAGES.validate_json(messages) if messages is not None else (),
+        )
+        for turn, (_, _, state, messages) in zip(turns, rows, strict=True)
+    ]
+
+
+def _corrupt(store: SqliteRunStore, run_id: str, exc: Exception) -> str:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return (
+        f"run {run_id!r} in {store!r} is corrupt and cannot be read ({type(exc).__name__}: "
+        f"{detail[:200]}). Delete it with `store.delete({run_id!r})`, or run it again"
+    )
 
 
 def _header_values(header: dict[str, Any]) -> tuple[Any, ...]:
