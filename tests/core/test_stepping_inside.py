@@ -371,8 +371,9 @@ async def test_a_cancelled_run_without_stop_is_still_cancelled() -> None:
     assert s.result.status == "failed" and held.cancelled == 1
 
 
-async def test_stop_during_a_tool_lets_the_tool_finish_and_keeps_its_turn() -> None:
-    """Only a model call is cancelled: a tool under way runs to its end, its turn is kept."""
+async def test_stop_during_an_async_tool_cancels_it_and_keeps_its_turn() -> None:
+    """A tool under way is cancelled like a model call: its call fails saying it was
+    stopped, and the turn (whose model call was made) is kept."""
     inside, finish = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -388,7 +389,11 @@ async def test_stop_during_a_tool_lets_the_tool_finish_and_keeps_its_turn() -> N
     task = asyncio.ensure_future(s.run())
     await asyncio.wait_for(inside.wait(), 2)
     s.stop()
-    finish.set()
     run = await asyncio.wait_for(task, 2)
     assert run.status == "stopped" and len(model.requests) == 1
-    assert [c.result for c in run.turns[0].tool_calls] == ["finished"]
+    (call,) = run.turns[0].tool_calls
+    assert call.ok is False and call.result is None
+    assert call.error == (
+        "Error: tool 'slow' {} was stopped while it ran (the run was stopped) and was cancelled."
+    )
+    assert run.loops[0].stop_reason == "stop" and run.error is None

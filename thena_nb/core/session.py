@@ -94,6 +94,7 @@ class Session:
             recorder=recorder,
         )
         self._control.on_turn.append(self._after_turn)
+        self._control.tool_timeout = workflow.tool_timeout
         self.gates: list[Callable[[ToolCall], Any]] = self._control.gates
         """Predicates `fn(call) -> bool` that hold calls for a decision, beside the tools'
         own gates, e.g. `session.gates.append(lambda call: True)` for every call."""
@@ -190,8 +191,13 @@ class Session:
 
     def stop(self) -> None:
         """Stop the run. Paused, it is `done` at once; running, a model call in flight is
-        cancelled (not awaited; its unfinished turn is not recorded) and tools in flight
-        finish first. Every open loop records `stop`; the status becomes `"stopped"`."""
+        cancelled (not awaited; its unfinished turn is not recorded), and so are tool calls
+        in flight: an async tool is cancelled; a sync tool that runs in a thread of its own
+        (`blocking=True`, or with a `timeout`) is abandoned, its thread left to finish on its
+        own, and `result.error` says so; a sync tool that runs inline holds the event loop
+        until it returns. A call cut short is a failed call whose observation says it was
+        stopped; the turn's calls not started yet are not run; the turn is recorded.
+        Every open loop records `stop`; the status becomes `"stopped"`."""
         if self.done:
             return
         control = self._control
@@ -207,9 +213,10 @@ class Session:
             assert self._resume is not None
             self._resume.set_result(None)
             return
+        current = _current_task()
         for at, task in list(control.tasks.items()):
-            if at.in_call:
-                task.cancel()
+            if (at.in_call or at.in_tools) and task is not current:
+                task.cancel()  # not the task asking, e.g. a tool that calls `stop()`
 
     @property
     def pending(self) -> list[PendingCall]:
@@ -472,3 +479,11 @@ class Session:
         if where is not None:
             for frame in where.loops:
                 frame.node.stop_reason = reason
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    """The task running now, or `None` outside an event loop."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
