@@ -260,7 +260,9 @@ def calls(
     the text are rescued (S21). A rescued call's id comes from the request key and the
     call's position in the text, so a replay, which asks the same, gets the same ids
     whatever order parallel branches' model calls return in; a replay takes the recorded
-    calls as the model made them. A call to a `@tool(rescue=False)` tool is a failed call.
+    calls as the model made them. A call to a `@tool(rescue=False)` tool is a failed call,
+    and so is a rescued call whose arguments do not validate (it runs, and the validation
+    error goes back to the model, as for a native call).
     Reasoning written in the text (`<think>…</think>`, a harmony analysis channel, …) is
     kept apart from the answer and never searched for calls.
     """
@@ -276,6 +278,8 @@ def calls(
         prefix = f"rescued-{request_key[:12]}"
         scan = _portals.scan_tool_calls(reply.text, agent.tools, id_prefix=prefix)
         proposed = list(scan.calls)
+        if scan.invalid:  # calls meant, with arguments that fail validation when they run
+            proposed = sorted([*proposed, *scan.invalid], key=_text_order)
         for call in scan.refused:
             error = error_observation(call.name, call.arguments, reason=call.error)
             proposed.append(finished(call, error=error))
@@ -291,6 +295,11 @@ def calls(
     }
     history.append(construct(Message, message))
     return reply, proposed
+
+
+def _text_order(call: ToolCall) -> int:
+    """A rescued call's place in the text: its id ends with it (`rescued-…-3`)."""
+    return int(call.id.rsplit("-", 1)[1])
 
 
 def _without_reasoning(reply: Reply, found: tuple[str | None, str | None] | None) -> Reply:
