@@ -11,6 +11,7 @@ from helpers import add, add_call, fail_call
 
 from thena_nb import Agent, Event, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.model import ModelRequest
+from thena_nb.core.run import INTERRUPTED
 from thena_nb.core.store.memory import MemoryRunStore
 from thena_nb.core.types import Turn
 from thena_nb.models import FunctionModel, ScriptedModel, reply
@@ -358,8 +359,8 @@ async def test_stop_during_a_stepped_model_call_ends_the_step() -> None:
 
 
 async def test_a_cancelled_run_without_stop_is_still_cancelled() -> None:
-    """Only `stop()` turns a cancelled model call into a stop; another cancellation (a
-    kernel interrupt) still ends the run as cancelled."""
+    """Only `stop()` turns a cancelled model call into a `Halt`; another cancellation (a
+    kernel interrupt) still raises `CancelledError`, the run ending `stopped` (interrupted)."""
     held = _Held([add_call()])
     s = _held_loop(held).session("go", store=False)
     runner = asyncio.ensure_future(s.run())
@@ -368,7 +369,8 @@ async def test_a_cancelled_run_without_stop_is_still_cancelled() -> None:
     s.task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(runner, 2)
-    assert s.result.status == "failed" and held.cancelled == 1
+    assert s.result.status == "stopped" and held.cancelled == 1
+    assert s.result.error == INTERRUPTED
 
 
 async def test_stop_during_an_async_tool_cancels_it_and_keeps_its_turn() -> None:

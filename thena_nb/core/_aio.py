@@ -18,8 +18,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     With no event loop running in this thread it uses `asyncio.run`. Under a running loop
     (a Jupyter kernel) it runs the coroutine on a fresh loop in a worker thread and waits,
-    without patching asyncio; a keyboard interrupt cancels the coroutine and re-raises once
-    it has unwound, so the run keeps every finished turn.
+    without patching asyncio. Either way a keyboard interrupt cancels the coroutine and
+    re-raises once it has unwound, so the run keeps every finished turn, with the partial
+    run as the interrupt's `run` (as the cancellation carried it).
     """
     try:
         asyncio.get_running_loop()
@@ -27,7 +28,27 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         running = False
     else:
         running = True
-    return _run_in_thread(coro) if running else asyncio.run(coro)
+    return _run_in_thread(coro) if running else _run_here(coro)
+
+
+def _run_here(coro: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(coro)`: its SIGINT handler cancels the coroutine and raises a fresh
+    `KeyboardInterrupt`, which is handed the run the cancellation carried."""
+    kept: list[Any] = []
+
+    async def keeping() -> T:
+        try:
+            return await coro
+        except asyncio.CancelledError as exc:
+            kept.append(getattr(exc, "run", None))
+            raise
+
+    try:
+        return asyncio.run(keeping())
+    except KeyboardInterrupt as interrupt:
+        if kept and kept[0] is not None:
+            interrupt.run = kept[0]  # type: ignore[attr-defined]  # what finished is kept
+        raise
 
 
 def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:

@@ -288,6 +288,9 @@ async def run_loop(step: LoopStep, at: Position, node: ReportNode) -> bool:
     except Halt as halt:
         node.stop_reason = halt.reason
         raise
+    except asyncio.CancelledError:
+        node.stop_reason = "stop"  # interrupted: the run ends `stopped`
+        raise
     except BaseException as exc:
         node.stop_reason = None
         node.error = node.error or f"{type(exc).__name__}: {exc}"

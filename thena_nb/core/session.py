@@ -18,7 +18,7 @@ from thena_nb.core._tool_sources import close_tool_sources
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event, event
 from thena_nb.core.gates import Approver, Decision, Gatekeeper, PendingCall, Waiting
-from thena_nb.core.run import Run, _current_run
+from thena_nb.core.run import INTERRUPTED, Run, _current_run, remember
 from thena_nb.core.store.base import RunRecorder
 from thena_nb.core.types import LoopStopReason, ToolCall, Turn
 
@@ -407,12 +407,17 @@ class Session:
             run.error = halt.detail or None
         except LoopBreak:  # pragma: no cover - every LoopBreak is caught by its own loop
             raise AssertionError("a loop break escaped its loop") from None
+        except asyncio.CancelledError as exc:
+            status = "stopped"  # a keyboard interrupt, or the caller's task was cancelled
+            run.error = INTERRUPTED
+            exc.run = run  # type: ignore[attr-defined]
+            self.exception = exc
         except BaseException as exc:
             status = "failed"
             run.error = f"{type(exc).__name__}: {exc}"
             exc.run = run  # type: ignore[attr-defined]
             self.exception = exc
-            if not isinstance(exc, Exception | asyncio.CancelledError):
+            if not isinstance(exc, Exception):
                 raise
         finally:
             await self._close(top, status)
@@ -421,6 +426,7 @@ class Session:
         """The run's top position, registered as the run starts."""
         run = self.result
         _current_run.set(run)
+        remember(run)
         top = Position(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
         self._top = top
         task = asyncio.current_task()

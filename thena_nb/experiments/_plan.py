@@ -14,7 +14,7 @@ from typing import Any, Literal
 from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
-from thena_nb.core.run import Run
+from thena_nb.core.run import INTERRUPTED, Run
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._fingerprint import Unfingerprintable, digest
 
@@ -184,7 +184,7 @@ def _finished_ids(store: Any, wanted: set[str]) -> list[str]:
     return [
         row["run_id"]
         for row in store.list_runs()
-        if row["run_id"] in wanted and row["status"] in _REUSABLE
+        if row["run_id"] in wanted and row["status"] in _REUSABLE and row["error"] != INTERRUPTED
     ]
 
 

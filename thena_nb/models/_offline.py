@@ -1,6 +1,7 @@
 """What the offline models share: the requests they keep, their calls counted per run, call
-ids that are the same in every run, scripted items turned into replies, and the request as
-plain data (`render`: they send nothing over a wire).
+ids that are the same in every run and never repeat one in the history, scripted items
+turned into replies, and the request as plain data (`render`: they send nothing over a
+wire).
 
 `ScriptedModel` and `FunctionModel` are built on `OfflineModel`; nothing here is public.
 """
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import copy
 import weakref
+from collections.abc import Sequence
 from typing import Any, TypeGuard
 
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.run import current_run
+from thena_nb.core.types import Message
 from thena_nb.models.reply import ErrorReply
 from thena_nb.models.reply import text as text_reply
 
@@ -22,6 +25,7 @@ __all__ = [
     "ScriptItem",
     "answer",
     "as_reply",
+    "call_number",
     "is_script_item",
     "prepared",
     "render_request",
@@ -101,6 +105,31 @@ def with_call_ids(reply: Reply, call: int) -> Reply:
     return reply.model_copy(update={"tool_calls": calls})
 
 
+def call_number(messages: Sequence[Message], call: int) -> int:
+    """The `n` of this call's ids (`call_<n>_<i>`): the call's number in the run, or one past
+    the last such id in the history when that is as high (a resumed run starts counting
+    again, and other offline models share the history), so no id repeats one there.
+
+    Ids only grow along the history, so the latest assistant message with such ids holds
+    the highest: the search stops there (two messages back in a tool loop).
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        numbers = [n for c in message.tool_calls if (n := _id_number(c.id)) is not None]
+        if numbers:
+            return max(call, max(numbers) + 1)
+    return call
+
+
+def _id_number(call_id: str) -> int | None:
+    if not call_id.startswith("call_"):
+        return None
+    parts = call_id.split("_")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
 def is_script_item(item: object) -> TypeGuard[ScriptItem]:
     """Whether `item` is something an offline model may answer with."""
     return isinstance(item, Reply | str | ErrorReply)
@@ -122,8 +151,13 @@ def answer(item: Reply | ErrorReply) -> Reply:
     return item
 
 
-def as_reply(item: Any, *, where: str, call: int = 0) -> Reply:
-    """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`."""
+def as_reply(
+    item: Any, *, where: str, call: int = 0, history: Sequence[Message] = ()
+) -> Reply:
+    """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`;
+    its calls' ids never repeat one in `history` (`call_number`)."""
     if not is_script_item(item):
         raise TypeError(f"{where}: expected a `Reply`, a `str` or `reply.error(...)`, got {item!r}")
+    if isinstance(item, Reply) and item.tool_calls:
+        call = call_number(history, call)
     return answer(prepared(item, call))

@@ -41,7 +41,8 @@ class FunctionModel(OfflineModel):
             value = await self.fn(request)
         else:
             value = await asyncio.to_thread(self.fn, request)
-        return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=call)
+        where = f"FunctionModel {self.name!r} call {call}"
+        return as_reply(value, where=where, call=call, history=request.messages)
 
     def __repr__(self) -> str:
         label = getattr(self.fn, "__name__", repr(self.fn))

@@ -7,7 +7,14 @@ from collections.abc import Iterable
 
 from thena_nb.core.errors import ScriptExhaustedError
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models._offline import OfflineModel, ScriptItem, answer, is_script_item, prepared
+from thena_nb.models._offline import (
+    OfflineModel,
+    ScriptItem,
+    answer,
+    call_number,
+    is_script_item,
+    prepared,
+)
 
 __all__ = ["ScriptedModel"]
 
@@ -43,7 +50,8 @@ class ScriptedModel(OfflineModel):
                 )
         super().__init__(name)
         self.delay = delay
-        # Call n always answers with reply n, so its ids can be fixed once, here.
+        # Call n always answers with reply n, so its ids can be fixed once, here (`respond`
+        # renumbers them when the history holds those ids already).
         self._ready = [prepared(item, i + 1) for i, item in enumerate(self.replies)]
 
     async def respond(self, request: ModelRequest) -> Reply:
@@ -59,7 +67,12 @@ class ScriptedModel(OfflineModel):
             )
         if self.delay:
             await asyncio.sleep(self.delay)
-        return answer(self._ready[position])
+        ready = self._ready[position]
+        if isinstance(ready, Reply) and ready.tool_calls:
+            n = call_number(request.messages, call)
+            if n != call:  # a resumed run, or another offline model's ids in the history
+                ready = prepared(self.replies[position], n)
+        return answer(ready)
 
     def __repr__(self) -> str:
         extra = f", name={self.name!r}" if self.name != "scripted" else ""
