@@ -151,9 +151,7 @@ def answer(item: Reply | ErrorReply) -> Reply:
     return item
 
 
-def as_reply(
-    item: Any, *, where: str, call: int = 0, history: Sequence[Message] = ()
-) -> Reply:
+def as_reply(item: Any, *, where: str, call: int = 0, history: Sequence[Message] = ()) -> Reply:
     """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`;
     its calls' ids never repeat one in `history` (`call_number`)."""
     if not is_script_item(item):
