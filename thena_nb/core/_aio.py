@@ -8,6 +8,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from thena_nb.core import _portals
+
 T = TypeVar("T")
 
 __all__ = ["run_sync"]
@@ -48,6 +50,7 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
     except KeyboardInterrupt as interrupt:
         if kept and kept[0] is not None:
             interrupt.run = kept[0]  # type: ignore[attr-defined]  # what finished is kept
+            _portals.interrupted()
         raise
 
 
@@ -82,4 +85,5 @@ def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
         run = getattr(cancelled, "run", None)
         if run is not None:
             interrupt.run = run  # type: ignore[attr-defined]  # what finished is kept
+            _portals.interrupted()
         raise

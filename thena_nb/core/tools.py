@@ -264,12 +264,6 @@ def tool(
         ...     return a + b
         >>> add.spec.parameters["required"]
         ['a', 'b']
-        >>> @tool(timeout=30)
-        ... def fetch(url: str) -> str:
-        ...     '''Fetch a page.'''
-        ...     return "..."
-        >>> fetch.timeout
-        30.0
     """
     options = dict(
         name=name,
