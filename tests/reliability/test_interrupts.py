@@ -99,7 +99,7 @@ def test_a_resumed_offline_run_gets_tool_call_ids_not_already_in_its_history() -
         assert ids[:2] == ["call_1_0", "call_2_0"]  # the recorded ones are kept
 
 
-def test_two_offline_models_sharing_a_history_never_repeat_an_id() -> None:
+def test_an_offline_models_first_ids_continue_after_another_models() -> None:
     a = Agent("A", model=ScriptedModel([reply.tool("add", a=1, b=1), "a"]), tools=calc([]).tools)
     b = Agent("B", model=ScriptedModel([reply.tool("add", a=2, b=2), "b"]), tools=calc([]).tools)
     run = Workflow("w", [a, b, a, b]).run("x", store=False)

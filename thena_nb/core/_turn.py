@@ -373,27 +373,19 @@ async def tools(
             if agent.parallel_tools and len(proposed) > 1:
                 done = await _run_together(agent, proposed, at, emit)
             else:
-                done = await _run_in_order(agent, proposed, at, emit)
+                done = []
+                for call in proposed:  # one after another; after a stop the rest are not run
+                    try:
+                        done.append(await _run_one(agent, call, at, emit))
+                    except asyncio.CancelledError:
+                        if not _stop_cancelled(at):
+                            raise
+                        done.append(_cut(agent, call, at))
+                        done.extend(_not_run(c) for c in proposed[len(done) :])
+                        break
         finally:
             at.in_tools = False
     _add_results(at.scope.history, agent.name, done)
-    return done
-
-
-async def _run_in_order(
-    agent: Agent, proposed: list[ToolCall], at: Position, emit: bool
-) -> list[ToolCall]:
-    """The calls one after another (S27); after a stop, the rest are not run."""
-    done: list[ToolCall] = []
-    for call in proposed:
-        try:
-            done.append(await _run_one(agent, call, at, emit))
-        except asyncio.CancelledError:
-            if not _stop_cancelled(at):
-                raise
-            done.append(_cut(agent, call, at))
-            done.extend(_not_run(c) for c in proposed[len(done) :])
-            break
     return done
 
 

@@ -378,7 +378,12 @@ async def run_tool_call(
             if limit is None:
                 result = await t.call(ctx, call.arguments)
             else:
-                work = t.call(ctx, call.arguments, thread=True)
+                inline = not t.is_async and not t.blocking  # given a thread of its own
+                work = (
+                    t.call(ctx, call.arguments, thread=True)
+                    if inline
+                    else t.call(ctx, call.arguments)
+                )
                 result = await within(work, limit, abandoned=not t.is_async)
         except (ValidationError, TimedOut) as exc:
             error = error_observation(call.name, call.arguments, exc=exc)

@@ -37,10 +37,11 @@ ScriptItem = Reply | str | ErrorReply
 
 
 class CallCounter:
-    """Counts an offline model's calls per run, forgetting a run when it is gone."""
+    """Counts an offline model's calls per run, forgetting a run when it is gone; and where
+    the run's call ids start (past those its history holds already: a resumed run)."""
 
     def __init__(self) -> None:
-        self._counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._counts: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
         self._outside = 0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -49,15 +50,19 @@ class CallCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def next(self) -> int:
-        """The 1-based number of this call within the current run."""
+    def next(self, history: Sequence[Message] = ()) -> tuple[int, int]:
+        """The 1-based number of this call within the current run, and the `n` of its call
+        ids (`call_<n>_<i>`): the same, unless the run's first call found such ids in
+        `history` already (a resumed run), which the ids then continue after."""
         run = current_run()
         if run is None:
             self._outside += 1
-            return self._outside
-        count = self._counts.get(run, 0) + 1
-        self._counts[run] = count
-        return count
+            return self._outside, self._outside
+        entry = self._counts.get(run)
+        if entry is None:  # the run's first call: the history holds no ids of this run yet
+            entry = self._counts[run] = [0, call_number(history, 1) - 1]
+        entry[0] += 1
+        return entry[0], entry[0] + entry[1]
 
 
 class OfflineModel:
@@ -79,10 +84,11 @@ class OfflineModel:
         """
         return render_request(request)
 
-    def _receive(self, request: ModelRequest) -> int:
-        """Keep `request`; return the 1-based number of this call within the current run."""
+    def _receive(self, request: ModelRequest) -> tuple[int, int]:
+        """Keep `request`; return the 1-based number of this call within the current run
+        and the `n` of its call ids (`CallCounter.next`)."""
         self.requests.append(request)
-        return self._calls.next()
+        return self._calls.next(request.messages)
 
 
 def render_request(request: ModelRequest) -> dict[str, Any]:
@@ -106,12 +112,11 @@ def with_call_ids(reply: Reply, call: int) -> Reply:
 
 
 def call_number(messages: Sequence[Message], call: int) -> int:
-    """The `n` of this call's ids (`call_<n>_<i>`): the call's number in the run, or one past
-    the last such id in the history when that is as high (a resumed run starts counting
-    again, and other offline models share the history), so no id repeats one there.
+    """The `n` of a call's ids (`call_<n>_<i>`): `call`, or one past the last such id in
+    the history when that is as high, so no id repeats one there.
 
     Ids only grow along the history, so the latest assistant message with such ids holds
-    the highest: the search stops there (two messages back in a tool loop).
+    the highest: the search stops there.
     """
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
@@ -151,11 +156,9 @@ def answer(item: Reply | ErrorReply) -> Reply:
     return item
 
 
-def as_reply(item: Any, *, where: str, call: int = 0, history: Sequence[Message] = ()) -> Reply:
+def as_reply(item: Any, *, where: str, call: int = 0) -> Reply:
     """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`;
-    its calls' ids never repeat one in `history` (`call_number`)."""
+    `call` is the `n` of its call ids."""
     if not is_script_item(item):
         raise TypeError(f"{where}: expected a `Reply`, a `str` or `reply.error(...)`, got {item!r}")
-    if isinstance(item, Reply) and item.tool_calls:
-        call = call_number(history, call)
     return answer(prepared(item, call))

@@ -11,7 +11,6 @@ from thena_nb.models._offline import (
     OfflineModel,
     ScriptItem,
     answer,
-    call_number,
     is_script_item,
     prepared,
 )
@@ -51,12 +50,12 @@ class ScriptedModel(OfflineModel):
         super().__init__(name)
         self.delay = delay
         # Call n always answers with reply n, so its ids can be fixed once, here (`respond`
-        # renumbers them when the history holds those ids already).
+        # renumbers them in a resumed run).
         self._ready = [prepared(item, i + 1) for i, item in enumerate(self.replies)]
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Answer with the next scripted reply of the current run."""
-        call = self._receive(request)
+        call, ids = self._receive(request)
         position = call - 1
         if position >= len(self.replies):
             raise ScriptExhaustedError(
@@ -67,12 +66,9 @@ class ScriptedModel(OfflineModel):
             )
         if self.delay:
             await asyncio.sleep(self.delay)
-        ready = self._ready[position]
-        if isinstance(ready, Reply) and ready.tool_calls:
-            n = call_number(request.messages, call)
-            if n != call:  # a resumed run, or another offline model's ids in the history
-                ready = prepared(self.replies[position], n)
-        return answer(ready)
+        if ids != call:  # a resumed run: its ids continue after those in the history
+            return answer(prepared(self.replies[position], ids))
+        return answer(self._ready[position])
 
     def __repr__(self) -> str:
         extra = f", name={self.name!r}" if self.name != "scripted" else ""
