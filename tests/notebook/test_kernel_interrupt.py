@@ -13,7 +13,7 @@ from IPython.utils.capture import capture_output
 import thena_nb
 from thena_nb.notebook._interrupt import install, uninstall
 
-CELL = """
+SETUP = """
 import os, signal, threading
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.models import ScriptedModel, reply
@@ -26,6 +26,9 @@ def add(a: int, b: int) -> int:
 model = ScriptedModel([reply.tool("add", a=1, b=2)] * 500, delay=0.02)
 wf = Workflow("interrupted", [loop(steps=[Agent("A", model=model, tools=[add])],
                                    until=until_answered, max_iterations=500)])
+"""
+
+CELL = """
 threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 wf.run("go", store=False)
 """
@@ -65,6 +68,7 @@ def test_an_interrupted_run_in_a_cell_is_one_line_naming_the_partial_run(
     shell: InteractiveShell,
 ) -> None:
     shell.run_line_magic("load_ext", "thena_nb")
+    assert shell.run_cell(SETUP).success
     shown = one_line_shown(shell, CELL)
     run = thena_nb.last_run()
     assert run is not None and run.workflow_name == "interrupted"
@@ -83,7 +87,7 @@ def test_an_interrupted_run_in_a_cell_is_one_line_naming_the_partial_run(
 def test_the_first_interrupt_installs_the_line_without_the_extension(
     shell: InteractiveShell,
 ) -> None:
-    shell.run_cell(CELL.replace('wf.run("go", store=False)\n', ""))
+    assert shell.run_cell(SETUP).success
     shown = one_line_shown(shell, KERNEL_CELL)
     run = thena_nb.last_run()
     assert run is not None and run.status == "stopped"

@@ -85,4 +85,4 @@ def _show(
     if run is None or not hasattr(run, "turns"):
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         return
-    shell._showtraceback(etype, value, [interrupt_line(run)])
+    print(interrupt_line(run), file=sys.stderr)  # the cell still ends in error (error_in_exec)
