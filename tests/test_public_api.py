@@ -15,7 +15,7 @@ CORE = {
     "TurnInfo", "Turn", "ToolCall", "Message", "LoopFailure", "LoopStopReason",
     "ThenaError", "WorkflowDefinitionError", "ModelError", "Usage", "ReportNode", "Event",
 }  # fmt: skip
-LATER = {"frames", "runs", "grid", "Case", "Decision", "PendingCall", "GateError"}
+LATER = {"frames", "runs", "grid", "Case", "Decision", "PendingCall", "GateError", "last_run"}
 MODELS = {
     "ScriptedModel", "FunctionModel", "AnthropicModel", "OpenAICompatModel", "reply", "Model",
     "ModelRequest", "ToolSpec", "Reply", "RetryPolicy", "TransientModelError", "ModelError",

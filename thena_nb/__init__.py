@@ -21,7 +21,7 @@ from thena_nb.core.events import Event
 from thena_nb.core.gates import Decision, GateError, PendingCall
 from thena_nb.core.history import keep_first_and_recent
 from thena_nb.core.report import ReportNode
-from thena_nb.core.run import Run
+from thena_nb.core.run import Run, last_run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import (
     DEFAULT_MAX_FAILS,
@@ -91,6 +91,7 @@ __all__ = [
     "frames",
     "grid",
     "keep_first_and_recent",
+    "last_run",
     "loop",
     "max_tool_calls",
     "parallel",

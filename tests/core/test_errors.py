@@ -160,7 +160,7 @@ def test_a_keyboard_interrupt_in_jupyter_keeps_every_finished_turn() -> None:
     finally:
         kernel_loop.close()
     run = info.value.run  # type: ignore[attr-defined]
-    assert run.status == "failed" and len(run.turns) >= 2
+    assert run.status == "stopped" and len(run.turns) >= 2
     calls = len(model.requests)
     import time
 

@@ -11,6 +11,7 @@ from helpers import add, add_call, fail_call
 
 from thena_nb import Agent, Event, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.model import ModelRequest
+from thena_nb.core.run import INTERRUPTED
 from thena_nb.core.store.memory import MemoryRunStore
 from thena_nb.core.types import Turn
 from thena_nb.models import FunctionModel, ScriptedModel, reply
@@ -358,8 +359,8 @@ async def test_stop_during_a_stepped_model_call_ends_the_step() -> None:
 
 
 async def test_a_cancelled_run_without_stop_is_still_cancelled() -> None:
-    """Only `stop()` turns a cancelled model call into a stop; another cancellation (a
-    kernel interrupt) still ends the run as cancelled."""
+    """Only `stop()` turns a cancelled model call into a `Halt`; another cancellation (a
+    kernel interrupt) still raises `CancelledError`, the run ending `stopped` (interrupted)."""
     held = _Held([add_call()])
     s = _held_loop(held).session("go", store=False)
     runner = asyncio.ensure_future(s.run())
@@ -368,11 +369,13 @@ async def test_a_cancelled_run_without_stop_is_still_cancelled() -> None:
     s.task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(runner, 2)
-    assert s.result.status == "failed" and held.cancelled == 1
+    assert s.result.status == "stopped" and held.cancelled == 1
+    assert s.result.error == INTERRUPTED
 
 
-async def test_stop_during_a_tool_lets_the_tool_finish_and_keeps_its_turn() -> None:
-    """Only a model call is cancelled: a tool under way runs to its end, its turn is kept."""
+async def test_stop_during_an_async_tool_cancels_it_and_keeps_its_turn() -> None:
+    """A tool under way is cancelled like a model call: its call fails saying it was
+    stopped, and the turn (whose model call was made) is kept."""
     inside, finish = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -388,7 +391,11 @@ async def test_stop_during_a_tool_lets_the_tool_finish_and_keeps_its_turn() -> N
     task = asyncio.ensure_future(s.run())
     await asyncio.wait_for(inside.wait(), 2)
     s.stop()
-    finish.set()
     run = await asyncio.wait_for(task, 2)
     assert run.status == "stopped" and len(model.requests) == 1
-    assert [c.result for c in run.turns[0].tool_calls] == ["finished"]
+    (call,) = run.turns[0].tool_calls
+    assert call.ok is False and call.result is None
+    assert call.error == (
+        "Error: tool 'slow' {} was stopped while it ran (the run was stopped) and was cancelled."
+    )
+    assert run.loops[0].stop_reason == "stop" and run.error is None

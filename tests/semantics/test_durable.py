@@ -211,4 +211,5 @@ async def test_s28_a_cancelled_run_keeps_every_finished_turn() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert len(s.result.turns) == 2
-    assert s.result.status == "failed" and s.done
+    assert s.result.status == "stopped" and s.done  # interrupted, not failed
+    assert s.result.loops[0].stop_reason == "stop"

@@ -8,7 +8,7 @@ import time
 import pytest
 from helpers import calc
 
-from thena_nb import Agent, ParallelStep, Workflow, parallel
+from thena_nb import Agent, ParallelStep, Workflow, loop, parallel, until_answered
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 
@@ -152,3 +152,28 @@ def test_s6_the_original_exception_type_reaches_the_caller() -> None:
     a = Agent("A", model=ScriptedModel(["a"]))
     with pytest.raises(Mine):
         Workflow("p", [parallel([a, bad])]).run("go")
+
+
+def test_s6_the_failing_branchs_agent_node_is_in_the_report_with_its_error() -> None:
+    """S6: the branch that raised shows in the report: its agent node carries the error,
+    and its nodes point at no turn (the block appended none)."""
+
+    def boom(request: object) -> str:
+        raise KeyError("no such thing")
+
+    a = Agent("A", model=ScriptedModel(["a"]))
+    inner = Agent("B", model=ScriptedModel(["b1", "b2"]))
+    b = Agent("Boom", model=FunctionModel(boom))
+    wf = Workflow("p", [parallel([a, loop(steps=[inner, b], until=until_answered)])])
+    with pytest.raises(KeyError) as info:
+        wf.run("go", store=False)
+    run = info.value.run  # type: ignore[attr-defined]
+    block = run.report.children[0]
+    (failed_loop,) = block.children
+    assert failed_loop.kind == "loop" and failed_loop.branch == 1
+    agents = [n for n in failed_loop.walk() if n.kind == "agent"]
+    assert [(n.name, n.error) for n in agents] == [
+        ("B", None),
+        ("Boom", "KeyError: 'no such thing'"),
+    ]
+    assert all(n.turns == [] for n in failed_loop.walk()) and run.turns == []

@@ -10,6 +10,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from thena_nb.core import _portals
+
 T = TypeVar("T")
 
 __all__ = ["run_sync"]
@@ -85,18 +87,25 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
             raise
         interrupt = KeyboardInterrupt()
         interrupt.run = getattr(cancelled, "run", None)  # type: ignore[attr-defined]
+        if interrupt.run is not None:  # type: ignore[attr-defined]
+            _portals.interrupted()
         raise interrupt from None
+    except KeyboardInterrupt as interrupt:
+        if getattr(interrupt, "run", None) is not None:  # raised inside the run, which kept it
+            _portals.interrupted()
+        raise
     finally:
         if own:
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        _cancel_leftovers(loop)
-        for t in raised_in:  # the interrupt is the one raised here: retrieved, not logged
-            if t.done() and not t.cancelled():
-                t.exception()
+        _cancel_leftovers(loop, raised_in)
 
 
-def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel the tasks a run left on the loop, as `asyncio.run` does when it ends."""
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop, raised_in: list[asyncio.Task[Any]]) -> None:
+    """Cancel the tasks a run left on the loop, as `asyncio.run` does when it ends; the
+    tasks a Ctrl-C interrupted have their exception retrieved (it is the one raised)."""
+    for t in raised_in:
+        if t.done() and not t.cancelled():
+            t.exception()
     left = [t for t in asyncio.all_tasks(loop) if not t.done()]
     if not left:
         return
@@ -136,4 +145,5 @@ def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
         run = getattr(cancelled, "run", None)
         if run is not None:
             interrupt.run = run  # type: ignore[attr-defined]  # what finished is kept
+            _portals.interrupted()
         raise

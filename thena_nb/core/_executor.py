@@ -118,7 +118,7 @@ async def run_parallel(step: ParallelStep, at: Position, node: ReportNode) -> bo
             tasks.extend(asyncio.ensure_future(run_branch(b)) for b in range(len(branches)))
         else:
             await _in_order(at, branches, run_branch, tasks)
-        await _join(step, node, tasks)
+        await _join(step, node, tasks, branches)
     except asyncio.CancelledError:
         await _cancel(tasks)
         raise
@@ -180,10 +180,13 @@ def _branch(at: Position, node: ReportNode, b: int) -> tuple[Position, ReportNod
 
 
 async def _join(
-    step: ParallelStep, node: ReportNode, tasks: Sequence[asyncio.Future[bool]]
+    step: ParallelStep,
+    node: ReportNode,
+    tasks: Sequence[asyncio.Future[bool]],
+    branches: Sequence[tuple[Position, ReportNode]],
 ) -> None:
     """Wait for every branch; S6: a branch that raises cancels its siblings and the block
-    appends nothing, and the error names the branch."""
+    appends nothing, and the error names the branch, whose nodes join the report."""
     pending: set[asyncio.Future[bool]] = set(tasks)
     while pending:
         _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
@@ -198,7 +201,18 @@ async def _join(
         name = step_name(step.steps[failed])
         exc.add_note(f"in parallel branch {failed} ({name!r}) of {node.path!r}")
         node.error = f"branch {failed} ({name}): {type(exc).__name__}: {exc}"
+        _keep_failed_branch(node, branches[failed][1], failed)
         raise exc
+
+
+def _keep_failed_branch(node: ReportNode, holder: ReportNode, b: int) -> None:
+    """The nodes of the branch that raised join the block's node, the one that raised with
+    its `error`; they point at no turn, as the block appends none (S6)."""
+    for child in holder.children:
+        child.branch = b
+        for sub in child.walk():
+            sub.turns = []
+        node.children.append(child)
 
 
 async def _cancel(tasks: Sequence[asyncio.Future[bool]]) -> None:
@@ -277,6 +291,9 @@ async def run_loop(step: LoopStep, at: Position, node: ReportNode) -> bool:
         return True
     except Halt as halt:
         node.stop_reason = halt.reason
+        raise
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        node.stop_reason = "stop"  # interrupted: the run ends `stopped`
         raise
     except BaseException as exc:
         node.stop_reason = None

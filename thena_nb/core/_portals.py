@@ -36,6 +36,7 @@ __all__ = [
     "default_store",
     "diff_frame",
     "failure_chart",
+    "interrupted",
     "require_store",
     "run_experiment",
     "run_html",
@@ -62,6 +63,14 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     from thena_nb.core._reasoning import split_reasoning as split
 
     return split(text)
+
+
+def interrupted() -> None:
+    """A run was interrupted (a keyboard interrupt): under IPython, the shell shows it in one
+    line naming where the partial run is (`thena_nb.notebook._interrupt`)."""
+    from thena_nb.notebook._interrupt import install_in_running_shell
+
+    install_in_running_shell()
 
 
 def turn_cost(model: Any, reply: Reply) -> float | None:

@@ -89,6 +89,7 @@ class RunControl:
         "subscribers",
         "tasks",
         "tool_sources",
+        "tool_timeout",
     )
 
     def __init__(
@@ -117,6 +118,8 @@ class RunControl:
         """How gated calls are decided (core/gates.py); `None`: the run waits."""
         self.tool_sources: RunTools | None = None
         """The tool sources the run has opened (`core/_tool_sources.py`), once one is."""
+        self.tool_timeout: float | None = None
+        """`Workflow(tool_timeout=...)`: the limit of a tool call whose tool sets none."""
 
         self.tasks: dict[Position, asyncio.Task[Any]] = {}
         """The task running each live position: `Session.stop()` cancels those waiting on a
@@ -187,7 +190,7 @@ class Position:
     The top level has one position; each parallel branch gets its own (`branch`).
     """
 
-    __slots__ = ("control", "ctx", "in_call", "loops", "scope", "top_level")
+    __slots__ = ("control", "ctx", "in_call", "in_tools", "loops", "scope", "stopped", "top_level")
 
     def __init__(
         self,
@@ -205,6 +208,11 @@ class Position:
         """Not inside a parallel branch: turns are recorded (and a session may pause) here."""
         self.in_call = False
         """Waiting on a model call (its task is in `RunControl.tasks`)."""
+        self.in_tools = False
+        """Running a turn's tool calls (`Session.stop()` cancels them too)."""
+        self.stopped: str | None = None
+        """Set when `Session.stop()` cut this position's tool calls short: the note the run
+        ends with (`""` or what was left running); the turn is recorded, then the run stops."""
 
     def branch(self, scope: Scope) -> Position:
         """A position for one parallel branch: same run, state and loops, its own scope."""

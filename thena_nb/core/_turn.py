@@ -35,7 +35,7 @@ from thena_nb.core.events import event
 from thena_nb.core.gates import Waiting, hold, proposed_call
 from thena_nb.core.model import Model, ModelRequest, Reply
 from thena_nb.core.report import ReportNode
-from thena_nb.core.tools import error_observation, run_tool_call
+from thena_nb.core.tools import Stopped, error_observation, in_a_thread, run_tool_call
 from thena_nb.core.types import (
     HistoryView,
     LoopFailure,
@@ -92,12 +92,16 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     control.run.usage.__dict__["tool_calls"] += len(done)  # failed calls count too
     if recorded is not None and control.replay is not None:
         _restore_state(at.ctx.state, control.replay.state_after(len(at.scope.turns)))
-    failures = _count_failures(at.loops, done)  # S10: each open loop's streak after the calls
+    # S10: each open loop's streak after the calls (calls a stop cut short are no failures)
+    failures = _count_failures(at.loops, done) if at.stopped is None else []
     timing = (started_at, time.perf_counter() - t0, attempts)
     turn = _turn(agent, at, node.path, (key, sent), recorded, reply, done, timing)
     if _observe.observer is not None:
         _observe.observer.turn_finished(node, turn)
-    return await record(agent, at, node, turn, done, first, failures)
+    turn = await record(agent, at, node, turn, done, first, failures)
+    if at.stopped is not None:
+        raise Halt("stop", at.stopped)  # `Session.stop()` cut the tools short: kept, then stop
+    return turn
 
 
 # -- gate ------------------------------------------------------------------------------------
@@ -256,7 +260,9 @@ def calls(
     the text are rescued (S21). A rescued call's id comes from the request key and the
     call's position in the text, so a replay, which asks the same, gets the same ids
     whatever order parallel branches' model calls return in; a replay takes the recorded
-    calls as the model made them. A call to a `@tool(rescue=False)` tool is a failed call.
+    calls as the model made them. A call to a `@tool(rescue=False)` tool is a failed call,
+    and so is a rescued call whose arguments do not validate (it runs, and the validation
+    error goes back to the model, as for a native call).
     Reasoning written in the text (`<think>…</think>`, a harmony analysis channel, …) is
     kept apart from the answer and never searched for calls.
     """
@@ -272,6 +278,8 @@ def calls(
         prefix = f"rescued-{request_key[:12]}"
         scan = _portals.scan_tool_calls(reply.text, agent.tools, id_prefix=prefix)
         proposed = list(scan.calls)
+        if scan.invalid:  # calls meant, with arguments that fail validation when they run
+            proposed = sorted([*proposed, *scan.invalid], key=_text_order)
         for call in scan.refused:
             error = error_observation(call.name, call.arguments, reason=call.error)
             proposed.append(finished(call, error=error))
@@ -287,6 +295,11 @@ def calls(
     }
     history.append(construct(Message, message))
     return reply, proposed
+
+
+def _text_order(call: ToolCall) -> int:
+    """A rescued call's place in the text: its id ends with it (`rescued-…-3`)."""
+    return int(call.id.rsplit("-", 1)[1])
 
 
 def _without_reasoning(reply: Reply, found: tuple[str | None, str | None] | None) -> Reply:
@@ -355,13 +368,75 @@ async def tools(
         if control.pause_before_tools and control.checkpoint is not None and may_pause(at):
             await control.checkpoint("tools")
         emit = bool(control.subscribers)
-        if agent.parallel_tools and len(proposed) > 1:
-            # S27: concurrent, but the results keep the order the model gave.
-            done = list(await asyncio.gather(*(_run_one(agent, c, at, emit) for c in proposed)))
-        else:
-            done = [await _run_one(agent, c, at, emit) for c in proposed]
+        at.in_tools = True  # what `Session.stop()` cancels, beside a model call
+        try:
+            if agent.parallel_tools and len(proposed) > 1:
+                done = await _run_together(agent, proposed, at, emit)
+            else:
+                done = []
+                for call in proposed:  # one after another; after a stop the rest are not run
+                    try:
+                        done.append(await _run_one(agent, call, at, emit))
+                    except asyncio.CancelledError:
+                        if not _stop_cancelled(at):
+                            raise
+                        done.append(_cut(agent, call, at))
+                        done.extend(_not_run(c) for c in proposed[len(done) :])
+                        break
+        finally:
+            at.in_tools = False
     _add_results(at.scope.history, agent.name, done)
     return done
+
+
+async def _run_together(
+    agent: Agent, proposed: list[ToolCall], at: Position, emit: bool
+) -> list[ToolCall]:
+    """S27: the calls run concurrently, but the results keep the order the model gave."""
+    running = [asyncio.ensure_future(_run_one(agent, c, at, emit)) for c in proposed]
+    try:
+        return list(await asyncio.gather(*running))
+    except asyncio.CancelledError:
+        if not _stop_cancelled(at):
+            raise
+    await asyncio.wait(running)  # the gather cancelled the calls still running
+    return [
+        _cut(agent, call, at) if task.cancelled() else task.result()
+        for task, call in zip(running, proposed, strict=True)
+    ]
+
+
+def _stop_cancelled(at: Position) -> bool:
+    """Whether the tool calls were cancelled by `Session.stop()` (the task then goes on, to
+    record the turn); any other cancellation goes on as one."""
+    task = asyncio.current_task()
+    if not at.control.stop_requested or task is None:
+        return False
+    task.uncancel()
+    return True
+
+
+def _cut(agent: Agent, call: ToolCall, at: Position) -> ToolCall:
+    """A call `Session.stop()` cancelled while it ran: a failed call that says so; a sync
+    tool's thread is abandoned, and the run's ending notes it."""
+    abandoned = in_a_thread(agent._by_name.get(call.name))
+    note = at.stopped or ""
+    if abandoned:
+        left = f"tool {call.name!r} ({call.id}) was left running in its thread"
+        note = f"{note}; {left}" if note else f"stopped while {left}"
+    at.stopped = note
+    error = error_observation(call.name, call.arguments, exc=Stopped(abandoned=abandoned))
+    return finished(call, ok=False, error=error)
+
+
+def _not_run(call: ToolCall) -> ToolCall:
+    """A call of the turn that had not started when `Session.stop()` cut its tools short."""
+    if call.ok is not None:
+        return call  # refused before it could run
+    reason = "the run was stopped before it ran"
+    return finished(
+        call, ok=False, error=error_observation(call.name, call.arguments, reason=reason)
+    )
 
 
 def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> None:
@@ -399,7 +474,7 @@ async def _run_one(agent: Agent, call: ToolCall, at: Position, emit: bool) -> To
         control.emit(event("tool_started", agent=agent.name, tool_call=call))
     if _observe.observer is not None:
         _observe.observer.tool_started(agent, call)
-    done = await run_tool_call(call, agent._by_name, at.ctx)
+    done = await run_tool_call(call, agent._by_name, at.ctx, timeout=control.tool_timeout)
     if _observe.observer is not None:
         _observe.observer.tool_finished(call, done)
     if emit:

@@ -24,7 +24,7 @@ Changes = Mapping[str, Mapping[str, Any]]
 """`{agent name or step path: {field: new value}}`."""
 
 _LOOP_FIELDS = ("steps", "until", "max_iterations", "on_exhausted", "max_fails", "on_fail")
-_WORKFLOW_FIELDS = ("budget", "retry")
+_WORKFLOW_FIELDS = ("budget", "retry", "tool_timeout")
 
 
 def apply_changes(workflow: _W, changes: Changes | None) -> _W:
@@ -84,6 +84,7 @@ def apply_changes(workflow: _W, changes: Changes | None) -> _W:
         state=workflow.state,
         budget=own.get("budget", workflow.budget),
         retry=own.get("retry", workflow.retry),
+        tool_timeout=own.get("tool_timeout", workflow.tool_timeout),
     )
 
 

@@ -22,7 +22,16 @@ from thena_nb.core.steps import walk
 from thena_nb.core.types import LoopStopReason, Message, RunStatus, Turn, TurnInfo, Usage
 from thena_nb.core.what_if import WhatIf, what_if
 
-__all__ = ["RUN_FORMAT", "Run", "current_run", "current_run_id", "json_state", "jsonable"]
+__all__ = [
+    "INTERRUPTED",
+    "RUN_FORMAT",
+    "Run",
+    "current_run",
+    "current_run_id",
+    "json_state",
+    "jsonable",
+    "last_run",
+]
 
 RUN_FORMAT = 1
 """The version of the JSON a `Run` is written as."""
@@ -30,6 +39,36 @@ RUN_FORMAT = 1
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "thena_nb_run", default=None
 )
+
+
+INTERRUPTED = (
+    "interrupted: cancelled before it ended (a keyboard interrupt, or its task was cancelled)"
+)
+"""`Run.error` of a run that was cancelled (status `"stopped"`): a re-run does not take it as
+done."""
+
+_last: list[Run] = []
+"""The run started last in this process (`last_run`)."""
+
+
+def last_run() -> Run | None:
+    """The run started last in this process: finished, stopped, failed or still running;
+    `None` before the first. After a keyboard interrupt it is the partial run, with every
+    finished turn (also `exc.run` of the interrupt).
+
+    Example:
+        >>> from thena_nb import Agent, Workflow, last_run
+        >>> from thena_nb.models import ScriptedModel
+        >>> run = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))]).run("x", store=False)
+        >>> last_run() is run
+        True
+    """
+    return _last[0] if _last else None
+
+
+def remember(run: Run) -> None:
+    """A run has started: it is `last_run()` now."""
+    _last[:] = [run]
 
 
 def current_run() -> Run | None:

@@ -18,7 +18,7 @@ from thena_nb.core._tool_sources import close_tool_sources
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event, event
 from thena_nb.core.gates import Approver, Decision, Gatekeeper, PendingCall, Waiting
-from thena_nb.core.run import Run, _current_run
+from thena_nb.core.run import INTERRUPTED, Run, _current_run, remember
 from thena_nb.core.store.base import RunRecorder
 from thena_nb.core.types import LoopStopReason, ToolCall, Turn
 
@@ -94,6 +94,7 @@ class Session:
             recorder=recorder,
         )
         self._control.on_turn.append(self._after_turn)
+        self._control.tool_timeout = workflow.tool_timeout
         self.gates: list[Callable[[ToolCall], Any]] = self._control.gates
         """Predicates `fn(call) -> bool` that hold calls for a decision, beside the tools'
         own gates, e.g. `session.gates.append(lambda call: True)` for every call."""
@@ -190,8 +191,13 @@ class Session:
 
     def stop(self) -> None:
         """Stop the run. Paused, it is `done` at once; running, a model call in flight is
-        cancelled (not awaited; its unfinished turn is not recorded) and tools in flight
-        finish first. Every open loop records `stop`; the status becomes `"stopped"`."""
+        cancelled (not awaited; its unfinished turn is not recorded), and so are tool calls
+        in flight: an async tool is cancelled; a sync tool that runs in a thread of its own
+        (`blocking=True`, or with a `timeout`) is abandoned, its thread left to finish on its
+        own, and `result.error` says so; a sync tool that runs inline holds the event loop
+        until it returns. A call cut short is a failed call whose observation says it was
+        stopped; the turn's calls not started yet are not run; the turn is recorded.
+        Every open loop records `stop`; the status becomes `"stopped"`."""
         if self.done:
             return
         control = self._control
@@ -207,9 +213,10 @@ class Session:
             assert self._resume is not None
             self._resume.set_result(None)
             return
+        current = _current_task()
         for at, task in list(control.tasks.items()):
-            if at.in_call:
-                task.cancel()
+            if (at.in_call or at.in_tools) and task is not current:
+                task.cancel()  # not the task asking, e.g. a tool that calls `stop()`
 
     @property
     def pending(self) -> list[PendingCall]:
@@ -400,12 +407,23 @@ class Session:
             run.error = halt.detail or None
         except LoopBreak:  # pragma: no cover - every LoopBreak is caught by its own loop
             raise AssertionError("a loop break escaped its loop") from None
+        except asyncio.CancelledError as exc:
+            status = "stopped"  # a keyboard interrupt, or the caller's task was cancelled
+            run.error = INTERRUPTED
+            exc.run = run  # type: ignore[attr-defined]
+            self.exception = exc
+        except KeyboardInterrupt as exc:
+            status = "stopped"  # Ctrl-C while the run computed (core/_aio.py): it goes on up
+            run.error = INTERRUPTED
+            exc.run = run  # type: ignore[attr-defined]
+            self.exception = exc
+            raise
         except BaseException as exc:
             status = "failed"
             run.error = f"{type(exc).__name__}: {exc}"
             exc.run = run  # type: ignore[attr-defined]
             self.exception = exc
-            if not isinstance(exc, Exception | asyncio.CancelledError):
+            if not isinstance(exc, Exception):
                 raise
         finally:
             await self._close(top, status)
@@ -414,6 +432,7 @@ class Session:
         """The run's top position, registered as the run starts."""
         run = self.result
         _current_run.set(run)
+        remember(run)
         top = Position(self._control, Scope(history=run.history, turns=run.turns), state=run.state)
         self._top = top
         task = asyncio.current_task()
@@ -488,3 +507,11 @@ class Session:
         if where is not None:
             for frame in where.loops:
                 frame.node.stop_reason = reason
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    """The task running now, or `None` outside an event loop."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None

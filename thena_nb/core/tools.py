@@ -3,7 +3,6 @@ function that writes every error observation a failed call sends back to the mod
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -16,13 +15,23 @@ from typing import Any, Protocol, overload, runtime_checkable
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from thena_nb.core._secrets import scrub
+from thena_nb.core._tool_time import TimedOut, checked_timeout, in_thread, within
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.types import ToolCall, finished
 
 if typing.TYPE_CHECKING:
     from thena_nb.core.context import Context
 
-__all__ = ["SchemaTool", "Tool", "ToolSource", "error_observation", "run_tool_call", "tool"]
+__all__ = [
+    "SchemaTool",
+    "Stopped",
+    "Tool",
+    "ToolSource",
+    "error_observation",
+    "in_a_thread",
+    "run_tool_call",
+    "tool",
+]
 
 
 class Tool:
@@ -37,6 +46,8 @@ class Tool:
         blocking: Run a sync function in a worker thread so it cannot block the event loop.
         gate: `True` to hold every call for a decision before it runs, or a predicate
             `fn(call) -> bool` that says which calls to hold (see `Decision`).
+        timeout: Seconds one call may take (`None`: the workflow's `tool_timeout`, if any);
+            past it the call is a failed tool call that says so.
     """
 
     def __init__(
@@ -49,6 +60,7 @@ class Tool:
         rescue: bool = True,
         blocking: bool = False,
         gate: bool | Callable[[ToolCall], bool] = False,
+        timeout: float | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"`@tool` needs a function, got {fn!r}")
@@ -59,6 +71,7 @@ class Tool:
         self.rescue = rescue
         self.blocking = blocking
         self.gate = gate
+        self.timeout = checked_timeout(timeout, f"tool {self.name!r}")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.takes_ctx, self._args_model = _signature_model(fn, self.name)
         self._validate = self._args_model.__pydantic_validator__.validate_python
@@ -73,14 +86,17 @@ class Tool:
         """Validate `arguments` against the signature; raises `pydantic.ValidationError`."""
         return dict(self._validate(arguments).__dict__)
 
-    async def call(self, ctx: Context | None, arguments: Mapping[str, Any]) -> str:
-        """Validate and run the tool once, returning its result as text."""
+    async def call(
+        self, ctx: Context | None, arguments: Mapping[str, Any], *, thread: bool = False
+    ) -> str:
+        """Validate and run the tool once, returning its result as text; a sync function
+        runs in a thread of its own with `blocking` or `thread`."""
         kwargs = self.validate(arguments)
         args: tuple[Any, ...] = (ctx,) if self.takes_ctx else ()
         if self.is_async:
             value = await self.fn(*args, **kwargs)
-        elif self.blocking:
-            value = await asyncio.to_thread(self.fn, *args, **kwargs)
+        elif self.blocking or thread:
+            value = await in_thread(self.fn, *args, **kwargs)
         else:
             value = self.fn(*args, **kwargs)
         return _to_text(value)
@@ -108,6 +124,7 @@ class SchemaTool(Tool):
         retries: How many times to run it again after it raises.
         rescue: Whether a call written in the model's text may run it.
         gate: As for `@tool`: hold calls for a decision before they run.
+        timeout: As for `@tool`: seconds one call may take.
 
     Example:
         >>> import asyncio
@@ -133,6 +150,7 @@ class SchemaTool(Tool):
         retries: int = 0,
         rescue: bool = True,
         gate: bool | Callable[[ToolCall], bool] = False,
+        timeout: float | None = None,
     ) -> None:
         if not callable(call):
             raise TypeError(f"SchemaTool {name!r} needs an async function, got {call!r}")
@@ -143,6 +161,7 @@ class SchemaTool(Tool):
             retries=retries,
             rescue=rescue,
             gate=gate,
+            timeout=timeout,
         )
         self.fn = call
         self.is_async = True
@@ -157,7 +176,9 @@ class SchemaTool(Tool):
             self._check(checked)
         return checked
 
-    async def call(self, ctx: Context | None, arguments: Mapping[str, Any]) -> str:
+    async def call(
+        self, ctx: Context | None, arguments: Mapping[str, Any], *, thread: bool = False
+    ) -> str:
         """Validate and run the tool once, returning its result as text."""
         return _to_text(await self.fn(self.validate(arguments)))
 
@@ -200,6 +221,7 @@ def tool(
     rescue: bool = True,
     blocking: bool = False,
     gate: bool | Callable[[ToolCall], bool] = False,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -211,6 +233,7 @@ def tool(
     rescue: bool = True,
     blocking: bool = False,
     gate: bool | Callable[[ToolCall], bool] = False,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function into a tool an `Agent` can call.
 
@@ -228,6 +251,10 @@ def tool(
         blocking: Run a sync function in a worker thread (for slow, blocking I/O).
         gate: Hold calls for a decision before they run: `True` for every call, or a
             predicate `fn(call) -> bool`, e.g. `lambda call: call.arguments["amount"] > 100`.
+        timeout: Seconds one call may take; past it the call is a failed tool call whose
+            observation says so. An async tool is cancelled; a sync one runs in a thread of
+            its own, which is abandoned (it may still be running). `None` (the default) takes
+            `Workflow(tool_timeout=...)`, if set.
 
     Example:
         >>> from thena_nb import tool
@@ -245,6 +272,7 @@ def tool(
         rescue=rescue,
         blocking=blocking,
         gate=gate,
+        timeout=timeout,
     )
     if fn is not None:
         return Tool(fn, **options)  # type: ignore[arg-type]
@@ -281,6 +309,8 @@ def error_observation(
     if exc is None:
         names = ", ".join(repr(n) for n in available) or "none"
         return f"Error: unknown tool {tool_name!r}. Available tools: {names}."
+    if isinstance(exc, TimedOut | Stopped):
+        return _cut_short(tool_name, shown, exc)
     if isinstance(exc, ValidationError):
         lines = [f"Error: invalid arguments for tool {tool_name!r} {shown}:"]
         for err in exc.errors(include_url=False):
@@ -291,18 +321,71 @@ def error_observation(
     return f"Error: tool {tool_name!r} {shown} raised {type(exc).__name__}: {exc}"
 
 
-async def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], ctx: Context | None) -> ToolCall:
+class Stopped(Exception):
+    """`Session.stop()` cancelled a tool call while it ran (never raised to the caller: it
+    becomes the call's error observation)."""
+
+    def __init__(self, *, abandoned: bool) -> None:
+        super().__init__("stopped")
+        self.abandoned = abandoned
+        """The tool runs in a thread that was left running (a sync tool)."""
+
+
+def in_a_thread(t: Tool | None) -> bool:
+    """Whether `t`'s calls run in a thread of their own (a sync tool that is `blocking` or
+    has a time limit), which a stop or a timeout abandons."""
+    return t is not None and not t.is_async and (t.blocking or t.timeout is not None)
+
+
+def _cut_short(tool_name: str, shown: str, exc: TimedOut | Stopped) -> str:
+    """The observation of a call cut short by its time limit or by `Session.stop()`."""
+    if exc.abandoned:
+        how = "; its thread was abandoned and may still be running."
+    else:
+        how = " and was cancelled."
+    if isinstance(exc, Stopped):
+        return (
+            f"Error: tool {tool_name!r} {shown} was stopped while it ran (the run was stopped){how}"
+        )
+    return (
+        f"Error: tool {tool_name!r} {shown} timed out after {exc.limit:g} s{how} The limit "
+        f"is `@tool(timeout=...)` or `Workflow(tool_timeout=...)`: raise it there if the tool "
+        f"needs longer."
+    )
+
+
+async def run_tool_call(
+    call: ToolCall,
+    tools: Mapping[str, Tool],
+    ctx: Context | None,
+    *,
+    timeout: float | None = None,
+) -> ToolCall:
     """Run one call against `tools` and return the finished call; never raises for a
-    failure of the tool itself (it becomes the call's `error`)."""
+    failure of the tool itself (it becomes the call's `error`).
+
+    `timeout` is the limit for a tool that sets none itself (`Workflow(tool_timeout=...)`);
+    a call that runs past its limit is a failed call, never retried.
+    """
     t = tools.get(call.name)
     if t is None:
         error = error_observation(call.name, call.arguments, available=list(tools))
         return finished(call, ok=False, error=error)
+    limit = t.timeout if t.timeout is not None else timeout
     retries = 0
     while True:
         try:
-            result = await t.call(ctx, call.arguments)
-        except ValidationError as exc:
+            if limit is None:
+                result = await t.call(ctx, call.arguments)
+            else:
+                inline = not t.is_async and not t.blocking  # given a thread of its own
+                work = (
+                    t.call(ctx, call.arguments, thread=True)
+                    if inline
+                    else t.call(ctx, call.arguments)
+                )
+                result = await within(work, limit, abandoned=not t.is_async)
+        except (ValidationError, TimedOut) as exc:
             error = error_observation(call.name, call.arguments, exc=exc)
             return finished(call, ok=False, error=error, retries=retries)
         except Exception as exc:

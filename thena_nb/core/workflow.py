@@ -13,6 +13,7 @@ from thena_nb.core import _html, _portals
 from thena_nb.core._aio import run_sync
 from thena_nb.core._fork import acontinue, afork, aresume
 from thena_nb.core._replay import Replay
+from thena_nb.core._tool_time import checked_timeout
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
 from thena_nb.core.errors import WorkflowDefinitionError
@@ -37,6 +38,8 @@ class Workflow:
             `until(ctx, state)` sees the same object.
         budget: Run-wide limits (`Budget`).
         retry: How transient model errors are retried (`RetryPolicy`).
+        tool_timeout: Seconds any tool call may take, for tools that set no `timeout` of
+            their own (`None`: no limit); a call past it is a failed tool call.
 
     Raises:
         WorkflowDefinitionError: The definition is wrong (before any model call, S9).
@@ -64,6 +67,7 @@ class Workflow:
         state: type[BaseModel] | None = None,
         budget: Budget | None = None,
         retry: RetryPolicy | None = None,
+        tool_timeout: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise WorkflowDefinitionError(
@@ -78,6 +82,10 @@ class Workflow:
         self.state = state
         self.budget = budget
         self.retry = retry or RetryPolicy()
+        try:
+            self.tool_timeout = checked_timeout(tool_timeout, f"workflow {name!r}")
+        except ValueError as exc:
+            raise WorkflowDefinitionError(str(exc).replace("`timeout`", "`tool_timeout`")) from None
         if state is not None and not (isinstance(state, type) and issubclass(state, BaseModel)):
             raise WorkflowDefinitionError(
                 f"workflow {name!r}: `state=` takes a pydantic model class, got {state!r}"

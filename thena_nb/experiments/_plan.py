@@ -15,7 +15,7 @@ from typing import Any, Literal
 from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
-from thena_nb.core.run import Run
+from thena_nb.core.run import INTERRUPTED, Run
 from thena_nb.core.store._owner import RunInUse, keep_ended
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._fingerprint import Unfingerprintable, digest
@@ -217,9 +217,15 @@ def _load_some(store: Any, run_ids: list[str]) -> dict[str, Run]:
     out: dict[str, Run] = {}
     for run_id in run_ids:
         try:
-            out[run_id] = store.load(run_id)
+            run = store.load(run_id)
         except StoreError as exc:
             _forget_unreadable(store, run_id, exc)
+            continue
+        if run.error == INTERRUPTED:  # cut short by a Ctrl-C or a cancel: run it again
+            with contextlib.suppress(StoreError):
+                store.delete(run_id)
+            continue
+        out[run_id] = run
     return out
 
 

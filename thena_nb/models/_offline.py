@@ -1,6 +1,7 @@
 """What the offline models share: the requests they keep, their calls counted per run, call
-ids that are the same in every run, scripted items turned into replies, and the request as
-plain data (`render`: they send nothing over a wire).
+ids that are the same in every run and never repeat one in the history, scripted items
+turned into replies, and the request as plain data (`render`: they send nothing over a
+wire).
 
 `ScriptedModel` and `FunctionModel` are built on `OfflineModel`; nothing here is public.
 """
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import copy
 import weakref
+from collections.abc import Sequence
 from typing import Any, TypeGuard
 
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.run import current_run
+from thena_nb.core.types import Message
 from thena_nb.models.reply import ErrorReply
 from thena_nb.models.reply import text as text_reply
 
@@ -22,6 +25,7 @@ __all__ = [
     "ScriptItem",
     "answer",
     "as_reply",
+    "call_number",
     "is_script_item",
     "prepared",
     "render_request",
@@ -33,13 +37,14 @@ ScriptItem = Reply | str | ErrorReply
 
 
 class CallCounter:
-    """Counts an offline model's calls per run, forgetting a run when it is gone."""
+    """Counts an offline model's calls per run, forgetting a run when it is gone; and where
+    the run's call ids start (past those its history holds already: a resumed run)."""
 
     def __init__(self) -> None:
-        self._counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._counts: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
         self._outside = 0
-        self._last: weakref.ref[Any] | None = None  # the run of the last call, and its count
-        self._last_count = 0
+        self._last: weakref.ref[Any] | None = None  # the run of the last call, and its entry
+        self._entry: list[int] = [0, 0]
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # positions belong to runs in this process; a copy starts afresh
@@ -47,21 +52,23 @@ class CallCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def next(self) -> int:
-        """The 1-based number of this call within the current run."""
+    def next(self, history: Sequence[Message] = ()) -> tuple[int, int]:
+        """The 1-based number of this call within the current run, and the `n` of its call
+        ids (`call_<n>_<i>`): the same, unless the run's first call found such ids in
+        `history` already (a resumed run), which the ids then continue after."""
         run = current_run()
         if run is None:
             self._outside += 1
-            return self._outside
+            return self._outside, self._outside
         last = self._last
-        if last is not None and last() is run:  # the common case: the same run again
-            self._last_count += 1
-            return self._last_count
-        if last is not None and (previous := last()) is not None:
-            self._counts[previous] = self._last_count
-        count = self._counts.pop(run, 0) + 1
-        self._last, self._last_count = weakref.ref(run), count
-        return count
+        if last is None or last() is not run:  # not the run of the last call: look it up
+            entry = self._counts.get(run)
+            if entry is None:  # the run's first call: the history holds no ids of this run yet
+                entry = self._counts[run] = [0, call_number(history, 1) - 1]
+            self._last, self._entry = weakref.ref(run), entry
+        entry = self._entry
+        entry[0] += 1
+        return entry[0], entry[0] + entry[1]
 
 
 KEPT_RUNS = 16
@@ -73,7 +80,11 @@ class RequestLog:
     for many runs does not hold every history it was ever sent."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, list[ModelRequest]] = {}  # by run id, oldest first
+        self._runs: dict[int, list[ModelRequest]] = {}  # by a serial number, oldest first
+        self._of: weakref.WeakKeyDictionary[Any, list[ModelRequest]] = (
+            weakref.WeakKeyDictionary()
+        )  # each run's log, found again when runs take turns
+        self._serial = 0
         self._outside: list[ModelRequest] = []  # requests made outside any run
         self._last: weakref.ref[Any] | None = None  # the run of the last request, and its log
         self._last_log: list[ModelRequest] = []
@@ -92,9 +103,11 @@ class RequestLog:
             return
         last = self._last
         if last is None or last() is not run:
-            log = self._runs.get(run.run_id)
-            if log is None:
-                log = self._runs[run.run_id] = []
+            log = self._of.get(run)
+            if log is None:  # the run's first request (a rerun under the same id is new)
+                log = self._of[run] = []
+                self._serial += 1
+                self._runs[self._serial] = log
                 while len(self._runs) > KEPT_RUNS:
                     del self._runs[next(iter(self._runs))]  # the oldest run's requests go
             self._last, self._last_log = weakref.ref(run), log
@@ -112,6 +125,7 @@ class RequestLog:
     def clear(self) -> None:
         """Forget every request."""
         self._runs.clear()
+        self._of.clear()
         self._outside.clear()
         self._last, self._last_log = None, []
 
@@ -155,10 +169,11 @@ class OfflineModel:
         """
         return render_request(request)
 
-    def _receive(self, request: ModelRequest) -> int:
-        """Keep `request`; return the 1-based number of this call within the current run."""
+    def _receive(self, request: ModelRequest) -> tuple[int, int]:
+        """Keep `request`; return the 1-based number of this call within the current run
+        and the `n` of its call ids (`CallCounter.next`)."""
         self._log.add(request)
-        return self._calls.next()
+        return self._calls.next(request.messages)
 
 
 def render_request(request: ModelRequest) -> dict[str, Any]:
@@ -179,6 +194,30 @@ def with_call_ids(reply: Reply, call: int) -> Reply:
         for i, c in enumerate(reply.tool_calls)
     ]
     return reply.model_copy(update={"tool_calls": calls})
+
+
+def call_number(messages: Sequence[Message], call: int) -> int:
+    """The `n` of a call's ids (`call_<n>_<i>`): `call`, or one past the last such id in
+    the history when that is as high, so no id repeats one there.
+
+    Ids only grow along the history, so the latest assistant message with such ids holds
+    the highest: the search stops there.
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        numbers = [n for c in message.tool_calls if (n := _id_number(c.id)) is not None]
+        if numbers:
+            return max(call, max(numbers) + 1)
+    return call
+
+
+def _id_number(call_id: str) -> int | None:
+    if not call_id.startswith("call_"):
+        return None
+    parts = call_id.split("_")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
 def is_script_item(item: object) -> TypeGuard[ScriptItem]:
@@ -203,7 +242,8 @@ def answer(item: Reply | ErrorReply) -> Reply:
 
 
 def as_reply(item: Any, *, where: str, call: int = 0) -> Reply:
-    """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`."""
+    """Turn a scripted item into a `Reply`, raising the scripted error for `reply.error`;
+    `call` is the `n` of its call ids."""
     if not is_script_item(item):
         raise TypeError(f"{where}: expected a `Reply`, a `str` or `reply.error(...)`, got {item!r}")
     return answer(prepared(item, call))

@@ -43,14 +43,14 @@ class FunctionModel(OfflineModel):
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Call the function and turn what it returns into a `Reply`."""
-        call = self._receive(request)
+        call, ids = self._receive(request)
         if self._is_async:
             value = await self.fn(request)
         elif self.blocking:
             value = await asyncio.to_thread(self.fn, request)
         else:
             value = self.fn(request)
-        return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=call)
+        return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=ids)
 
     def __repr__(self) -> str:
         label = getattr(self.fn, "__name__", repr(self.fn))

@@ -7,7 +7,13 @@ from collections.abc import Iterable
 
 from thena_nb.core.errors import ScriptExhaustedError
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models._offline import OfflineModel, ScriptItem, answer, is_script_item, prepared
+from thena_nb.models._offline import (
+    OfflineModel,
+    ScriptItem,
+    answer,
+    is_script_item,
+    prepared,
+)
 
 __all__ = ["ScriptedModel"]
 
@@ -43,12 +49,13 @@ class ScriptedModel(OfflineModel):
                 )
         super().__init__(name)
         self.delay = delay
-        # Call n always answers with reply n, so its ids can be fixed once, here.
+        # Call n always answers with reply n, so its ids can be fixed once, here (`respond`
+        # renumbers them in a resumed run).
         self._ready = [prepared(item, i + 1) for i, item in enumerate(self.replies)]
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Answer with the next scripted reply of the current run."""
-        call = self._receive(request)
+        call, ids = self._receive(request)
         position = call - 1
         if position >= len(self.replies):
             raise ScriptExhaustedError(
@@ -59,6 +66,8 @@ class ScriptedModel(OfflineModel):
             )
         if self.delay:
             await asyncio.sleep(self.delay)
+        if ids != call:  # a resumed run: its ids continue after those in the history
+            return answer(prepared(self.replies[position], ids))
         return answer(self._ready[position])
 
     def __repr__(self) -> str:

@@ -48,6 +48,8 @@ from thena_nb.core.stopping import Condition
 from thena_nb.core.tools import Tool
 from thena_nb.core.types import Budget
 from thena_nb.core.workflow import Workflow
+from thena_nb.notebook._interrupt import install as install_interrupt
+from thena_nb.notebook._interrupt import uninstall as uninstall_interrupt
 
 __all__ = ["ThenaMagics", "define_workflow", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -536,6 +538,7 @@ def load_ipython_extension(ip: InteractiveShell) -> None:
         ip: The running IPython shell.
     """
     ip.register_magics(ThenaMagics)
+    install_interrupt(ip)  # a kernel interrupt during a run: one line, not the traceback
 
 
 def unload_ipython_extension(ip: InteractiveShell) -> None:
@@ -549,3 +552,4 @@ def unload_ipython_extension(ip: InteractiveShell) -> None:
     manager.magics["line"].pop("thena_run", None)
     manager.magics["line"].pop("thena_step", None)
     manager.registry.pop(ThenaMagics.__name__, None)
+    uninstall_interrupt(ip)

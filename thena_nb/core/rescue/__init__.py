@@ -10,7 +10,9 @@ the special tokens of DeepSeek, Kimi, Step-3, Apertus, Cohere, Functionary and L
 
 Text is not a trusted channel, so precision comes first:
 
-- only calls naming one of the given tools count, and their arguments must validate;
+- only calls naming one of the given tools count; a call whose arguments do not validate
+  is reported apart (`RescueScan.invalid`): the executor runs it as a failed call, so the
+  model gets the validation error back;
 - reasoning (`<think>…</think>`, `<seed:think>`, harmony's analysis channel, Gemma's
   thought channel), block quotes and code fences in other languages are never read;
 - a call introduced as an example, a template, a refusal or past narration is skipped, and
@@ -73,6 +75,10 @@ class RescueScan:
     """Calls to run, in text order, with `source="rescued"`."""
     refused: list[ToolCall] = field(default_factory=list)
     """Calls naming a tool declared `rescue=False`: `ok=False`, `error` says why."""
+    invalid: list[ToolCall] = field(default_factory=list)
+    """Calls to a tool whose arguments do not validate, in text order, not run yet: the
+    model meant to call, so the executor runs them as failed calls (the validation error
+    is their observation)."""
     reasoning: str | None = None
     """The reasoning found in the text (several blocks joined by a blank line); `None` when
     there is none. Calls are never taken from it."""
@@ -103,10 +109,10 @@ def scan_tool_calls(
     are never taken from it) and reported in `RescueScan.reasoning` and `.text`, also when
     no call is found; with no tools the scan returns empty at once.
 
-    Ids are assigned here, once: the n-th call found (1-based, in text order, refused ones
-    included) is `{id_prefix}-{n}`, so the same text with the same prefix always gives the
-    same ids. The executor passes a prefix made from the turn's request key, which a replay
-    reproduces exactly.
+    Ids are assigned here, once: the n-th call found (1-based, in text order, refused and
+    invalid ones included) is `{id_prefix}-{n}`, so the same text with the same prefix
+    always gives the same ids. The executor passes a prefix made from the turn's request
+    key, which a replay reproduces exactly.
 
     Args:
         text: The model's text.
@@ -116,7 +122,8 @@ def scan_tool_calls(
 
     Returns:
         A `RescueScan` with the calls to run, the calls refused because their tool was
-        declared with `@tool(rescue=False)`, and the reasoning split off the text.
+        declared with `@tool(rescue=False)`, the calls whose arguments do not validate, and
+        the reasoning split off the text.
     """
     table: dict[str, Tool | ToolSpec] = {}
     for t in tools:
@@ -131,26 +138,31 @@ def scan_tool_calls(
     view, found = find_calls(text, names, found_reasoning.spans, budget)
     calls: list[ToolCall] = []
     refused: list[ToolCall] = []
+    invalid: list[ToolCall] = []
     for f in found[:MAX_CANDIDATES]:
-        if len(calls) + len(refused) >= MAX_CALLS:
+        taken = len(calls) + len(refused) + len(invalid)
+        if taken >= MAX_CALLS:
             break
         accepted = accept(f, table, view, budget)
         if accepted is None:
             continue
-        t, arguments = accepted
-        call_id = f"{id_prefix}-{len(calls) + len(refused) + 1}"
+        t, arguments, valid = accepted
+        call_id = f"{id_prefix}-{taken + 1}"
         call = ToolCall(id=call_id, name=t.name, arguments=arguments, source="rescued")
         if getattr(t, "rescue", True):
-            calls.append(call)
-        else:
+            (calls if valid else invalid).append(call)
+        elif valid:
             refused.append(call.model_copy(update={"ok": False, "error": _refusal()}))
-    return _scan(found_reasoning, calls, refused)
+    return _scan(found_reasoning, calls, refused, invalid)
 
 
 def _scan(
-    found: Reasoning, calls: list[ToolCall] | None = None, refused: list[ToolCall] | None = None
+    found: Reasoning,
+    calls: list[ToolCall] | None = None,
+    refused: list[ToolCall] | None = None,
+    invalid: list[ToolCall] | None = None,
 ) -> RescueScan:
-    return RescueScan(calls or [], refused or [], found.reasoning, found.text)
+    return RescueScan(calls or [], refused or [], invalid or [], found.reasoning, found.text)
 
 
 def _refusal() -> str:

@@ -1,5 +1,6 @@
 """Whether a call found in text is accepted: it names a known tool, its arguments are real
-values (not placeholders), it is not an illustration, and it validates against the schema."""
+values (not placeholders), and it is not an illustration; and whether it validates against
+the schema (a call that does not is still a call: the model meant to make it)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ __all__ = ["accept"]
 
 def accept(
     f: Found, table: Mapping[str, Tool | ToolSpec], view: str, budget: Budget
-) -> tuple[Tool | ToolSpec, dict[str, Any]] | None:
-    """The tool and the arguments of a call found in text, or `None` if it is no call."""
+) -> tuple[Tool | ToolSpec, dict[str, Any], bool] | None:
+    """The tool and the arguments of a call found in text, and whether the arguments
+    validate; `None` if it is no call."""
     t = _lookup(f.call.name, table)
     if t is None:
         return None
@@ -32,7 +34,10 @@ def accept(
         return None
     if _illustrated(view, f.start):
         return None
-    return (t, arguments) if _valid(t, arguments) else None
+    valid = _valid(t, arguments)
+    if not valid and f.call.loose:
+        return None  # data that happens to name a tool, not a call with wrong arguments
+    return t, arguments, valid
 
 
 _NAMESPACES = ("functions.", "default_api.", "tools.")

@@ -98,6 +98,9 @@ class RawCall:
     json_keys: frozenset[str] = frozenset()
     """Typed values the model marked as JSON (DSML's `string="false"`): decoded even when the
     schema does not say their type."""
+    loose: bool = False
+    """The shape alone does not say a call is meant (arguments written beside the name, or
+    Apertus' `{"N": {…}}`, which data has too): it counts only if its arguments validate."""
 
 
 # -- brackets -------------------------------------------------------------------------------
@@ -304,7 +307,7 @@ def _one_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
     if not rest and not ctx.wrapped:
         # A lone `{"name": N}` in prose names something; it calls nothing.
         return None
-    return [RawCall(name, rest)]
+    return [RawCall(name, rest, loose=True)]
 
 
 def _keyed_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
@@ -316,7 +319,7 @@ def _keyed_call(d: dict[str, Any], ctx: Context) -> list[RawCall] | None:
     if name not in ctx.names:
         return None
     arguments = decode_arguments(raw, ctx.budget)
-    return [RawCall(name, arguments)] if isinstance(arguments, dict) else None
+    return [RawCall(name, arguments, loose=True)] if isinstance(arguments, dict) else None
 
 
 def decode_arguments(arguments: Any, budget: Budget | None = None) -> Any:
