@@ -34,6 +34,8 @@ def run_experiment(
     ray_address: str | None = None,
     scorers: Sequence[Scorer] | Mapping[str, Scorer] | None = None,
     repeats: int = 1,
+    run_timeout: float | None = None,
+    keep_runs: bool | None = None,
 ) -> Experiment:
     """Run `workflow` on every case under every variant, `repeats` times, and score the runs.
 
@@ -44,8 +46,10 @@ def run_experiment(
         variants: Variant name to changes dict (see `grid`); `None` runs the workflow as it
             is, as the variant `"base"`.
         concurrency: At most this many runs at a time.
-        backend: `"local"` (asyncio in this process) or `"ray"` (one Ray task per run;
-            needs `pip install thena_nb[ray]`).
+        backend: `"local"` (asyncio in this process) or `"ray"` (Ray workers, one per
+            free CPU, each running its share of the `concurrency` runs at once; needs
+            `pip install thena_nb[ray]`). A Ray worker that dies fails only the runs it had
+            in flight (their error says so); it is replaced and the rest go on.
         store: The run store every run is written to: a store, `None` for the default store,
             or `False` for none (then nothing is reused either).
         progress: Show a progress bar (terminal or notebook widget).
@@ -53,28 +57,38 @@ def run_experiment(
             initialised yet (`None` starts Ray on this machine).
         scorers: Scorers (`thena_nb.scorers`, or any `fn(run, case)` giving a bool, a number
             or a `Score`), as a list (columns named by each scorer's `name` or `__name__`)
-            or a dict of column name to scorer. They score every run once all have ended;
-            a scorer that raises gives that run a `scorer_error`, never stops the rest.
+            or a dict of column name to scorer. They score every run as it ends (async
+            ones, like judges, at most `concurrency` at a time); a scorer that raises gives
+            that run a `scorer_error`, never stops the rest.
         repeats: Runs per (case, variant), each an independent sample stored as its own
             run (the repeat index is part of its id, so a re-run reuses repeat by repeat).
+        run_timeout: Seconds a run may take; one still going then is cancelled and is a
+            row with status `failed` and a `TimeoutError` as its error. `None`: no limit.
+        keep_runs: Keep every run in memory (`exp.runs` then reads them at once). `None`
+            (the default) keeps them only when there is no store: with a store the
+            experiment keeps a summary per run and `exp.runs` loads the runs from it.
 
     Returns:
         The `Experiment`.
 
     Raises:
-        TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats` or
-            `scorers` (before any run starts).
+        TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats`,
+            `run_timeout` or `scorers` (before any run starts); with `backend="ray"`, a
+            model or tool that cannot be sent to the workers (the message names it).
         KeyboardInterrupt: The experiment was interrupted; `exc.experiment` holds the runs
-            that finished (they are in the store too, so running again reuses them).
+            that finished (they are in the store too, so running again reuses them). Any
+            other exception that ends the experiment early carries `exc.experiment` too.
     """
     plan = Plan.of(
-        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats
-    )
+        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
+        run_timeout=run_timeout,
+    )  # fmt: skip
     named = named_scorers(scorers)
-    exp = Experiment(workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=repeats)
+    exp = _experiment(plan)
     running = _execute(
-        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named
-    )
+        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
+        keep_runs=keep_runs,
+    )  # fmt: skip
     try:
         return run_sync(running)
     except KeyboardInterrupt as exc:
@@ -95,6 +109,8 @@ async def arun_experiment(
     ray_address: str | None = None,
     scorers: Sequence[Scorer] | Mapping[str, Scorer] | None = None,
     repeats: int = 1,
+    run_timeout: float | None = None,
+    keep_runs: bool | None = None,
 ) -> Experiment:
     """The async form of `run_experiment`.
 
@@ -103,13 +119,22 @@ async def arun_experiment(
             `exc.experiment` holds the runs that finished.
     """
     plan = Plan.of(
-        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats
-    )
+        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
+        run_timeout=run_timeout,
+    )  # fmt: skip
     named = named_scorers(scorers)
-    exp = Experiment(workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=repeats)
+    exp = _experiment(plan)
     return await _execute(
-        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named
-    )
+        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
+        keep_runs=keep_runs,
+    )  # fmt: skip
+
+
+def _experiment(plan: Plan) -> Experiment:
+    return Experiment(
+        plan.workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=plan.repeats,
+        workflows=plan.variant_workflows,
+    )  # fmt: skip
 
 
 async def _execute(
@@ -120,32 +145,41 @@ async def _execute(
     progress: bool,
     ray_address: str | None,
     scorers: Mapping[str, Scorer],
+    keep_runs: bool | None = None,
 ) -> Experiment:
-    """Fill `exp` with the plan's runs (first those the store finished, then the rest), then
-    score them."""
+    """Fill `exp` with the plan's runs (first those the store finished, then the rest),
+    scoring each as it ends."""
     started = time.perf_counter()
     runs_store = resolve_store(store)
+    exp._store = runs_store
+    exp.keep_runs = runs_store is None if keep_runs is None else bool(keep_runs)
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
-    gate = Gates(plan.workflow.retry.initial_delay)  # local runs share them; Ray tasks go without
+    gate = Gates(plan.workflow.retry.initial_delay)  # local runs share them
+    scoring = exp._start_scoring(scorers, concurrency=plan.concurrency) if scorers else None
 
-    def done(job: Job, run: Run) -> None:
+    def keep(job: Job, run: Run, reused: bool) -> None:
         run.workflow = plan.variant_workflows[job.variant]
-        exp._keep(job.slot, run)
+        exp._keep(job.slot, run, reused=reused)
+        if scoring is not None:
+            exp._score_one(scoring, job.slot, run)
         exp.slowdowns = gate.slowdowns
         bar.update(1)
 
     try:
-        todo = await reuse_finished(plan.jobs, runs_store, done)
+        todo = await reuse_finished(plan.jobs, runs_store, lambda j, r: keep(j, r, True))
         exp.reused = len(plan.jobs) - len(todo)
-        exp._reused = {j.slot for j in plan.jobs} - {j.slot for j in todo}
         if plan.backend == "ray":
-            await run_ray(plan, todo, done, store=runs_store, address=ray_address)
+            await run_ray(plan, todo, lambda j, r: keep(j, r, False), store=runs_store,
+                          address=ray_address)  # fmt: skip
         else:
-            await run_local(plan, todo, done, gate, store=runs_store)
-        if scorers:
-            await exp._score(scorers, concurrency=plan.concurrency)
-    except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-        exp.cancelled = True
+            await run_local(plan, todo, lambda j, r: keep(j, r, False), gate, store=runs_store)
+        if scoring is not None:
+            await scoring.wait()
+    except BaseException as exc:
+        if scoring is not None:
+            scoring.cancel()
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            exp.cancelled = True
         setattr(exc, "experiment", exp)  # noqa: B010 - read back as `exc.experiment`
         raise
     finally:
