@@ -20,7 +20,10 @@ its own (so its peak RSS is its own) and prints one line:
     python benchmarks/experiment_scale.py scale --profile /tmp/exp.prof   # cProfile the case
 
 The hung and transient cases compare with the ideal of the same runs without the fault
-(`ceil(R / K) * 3 * L`); 1.5x is the target for both.
+(`ceil(R / K) * 3 * L`); 1.5x is the target for both. The transient case retries after
+`--retry-delay` (default `L`, i.e. 50 ms, times the policy's jitter): the default policy's
+0.5 s is ten model calls here, while with a real model (`L` of 1-5 s) it is a fraction of
+one; `--retry-delay 0.5` measures the default policy.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.errors import TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.types import RetryPolicy
 from thena_nb.experiments import run_experiment
 from thena_nb.models import reply
 
@@ -55,7 +59,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "rss": {"runs": 10_000, "concurrency": 1_000, "delay": 0.0, "store": "sqlite"},
     "hung": {"runs": 2_000, "concurrency": 100, "delay": 0.05, "store": "none", "hung": 0.01},
     "transient": {"runs": 2_000, "concurrency": 100, "delay": 0.05, "store": "none",
-                  "transient": 0.05},
+                  "transient": 0.05, "retry_delay": 0.05},
     "ray": {"runs": 1_000, "concurrency": 100, "delay": 0.05, "store": "none"},
 }  # fmt: skip
 TARGETS = {"scale": 2.0, "throughput": 8_000, "rss": 60.0, "hung": 1.5, "transient": 1.5,
@@ -103,10 +107,12 @@ class SlowModel:
         return number % round(1 / self.hung) == 0
 
 
-def three_turns(model: Any) -> Workflow:
-    """A loop that makes exactly three model calls (two tool calls, then an answer)."""
+def three_turns(model: Any, retry_delay: float | None = None) -> Workflow:
+    """A loop that makes exactly three model calls (two tool calls, then an answer); with
+    `retry_delay`, transient errors are retried after that (times the policy's jitter)."""
     agent = Agent("Executor", model=model, tools=[lookup], rescue=False)
-    return Workflow("scale", [loop(steps=[agent], until=until_answered)])
+    retry = RetryPolicy() if retry_delay is None else RetryPolicy(initial_delay=retry_delay)
+    return Workflow("scale", [loop(steps=[agent], until=until_answered)], retry=retry)
 
 
 def _store(kind: str, tmp: str) -> Any:
@@ -149,7 +155,7 @@ def _rss_mb() -> float:
 def measure(case: str, **o: Any) -> dict[str, Any]:
     """Run one case once in this process and return its figures."""
     model = SlowModel(o["delay"], hung=o.get("hung", 0.0), transient=o.get("transient", 0.0))
-    wf = three_turns(model)
+    wf = three_turns(model, o.get("retry_delay"))
     inputs = [f"question {i}" for i in range(o["runs"])]
     extra: dict[str, Any] = {}
     if case == "hung":
@@ -246,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--delay", type=float, default=None, help="seconds per model call")
     parser.add_argument("--store", choices=("none", "memory", "sqlite"), default=None)
+    parser.add_argument("--retry-delay", type=float, default=None, help="transient case")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     parser.add_argument("--profile", default=None, help="cProfile the (one) case to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -259,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(DEFAULTS[case])
         if args.quick:
             options["runs"] = max(100, options["runs"] // 10)
-        for name in ("runs", "concurrency", "delay", "store"):
+        for name in ("runs", "concurrency", "delay", "store", "retry_delay"):
             if getattr(args, name) is not None:
                 options[name] = getattr(args, name)
         if args.profile:
