@@ -311,8 +311,7 @@ class Workflow:
                 a list or a dict of column name to scorer: one `exp.frame()` column each.
             repeats: Runs per (case, variant), each an independent sample stored as its
                 own run; `exp.compare()` then gives pass@k.
-            run_timeout: Seconds a run may take; a run still going then is cancelled and
-                is a row with status `failed` and its `TimeoutError`.
+            run_timeout: Seconds a run may take; one still going then is a `failed` row.
             keep_runs: Keep the runs in memory; by default only without a store (with one,
                 `exp.runs` loads them from it and the experiment keeps a summary per run).
 

@@ -22,7 +22,7 @@ from thena_nb.experiments._gate import Gates, gated
 from thena_nb.experiments._plan import Done, Job, Plan
 from thena_nb.experiments._ray_pickle import dumps_workflows, loads_workflows
 
-__all__ = ["run_live", "run_local", "run_ray"]
+__all__ = ["ensure_ray", "run_live", "run_local", "run_ray"]
 
 
 # -- local backend -----------------------------------------------------------------------
@@ -122,9 +122,7 @@ async def run_ray(
     the driver writes each run to `store` as it comes back."""
     if not todo:
         return
-    ray = _import_ray()
-    if not ray.is_initialized():
-        ray.init(address=address, ignore_reinit_error=True)
+    ray = ensure_ray(address)
     blob = dumps_workflows(plan.variant_workflows)  # names what cannot be sent, if anything
     pool = _Pool(ray, blob, plan, workers=_worker_count(ray, plan, len(todo)))
     queue = iter(todo)
@@ -139,6 +137,24 @@ async def run_ray(
         await _all(worker() for _ in range(min(plan.concurrency, len(todo))))
     finally:
         pool.close()
+
+
+def ensure_ray(address: str | None) -> Any:
+    """The `ray` module, initialised: connected to the cluster at `address`, or Ray started
+    on this machine without its dashboard (fewer processes to start and to end).
+
+    Call it on the thread that will call `ray.shutdown()` (a notebook's main thread, not
+    the thread a running loop sends `wf.map` to): Ray ties the processes it starts to the
+    thread that started them, and when that thread ends first, some of them are left over.
+    """
+    ray = _import_ray()
+    if ray.is_initialized():
+        return ray
+    if address is None:
+        ray.init(include_dashboard=False, ignore_reinit_error=True)
+    else:
+        ray.init(address=address, ignore_reinit_error=True)
+    return ray
 
 
 def _worker_count(ray: Any, plan: Plan, jobs: int) -> int:

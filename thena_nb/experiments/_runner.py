@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from thena_nb.core._aio import run_sync
@@ -12,7 +12,7 @@ from thena_nb.core.changes import Changes
 from thena_nb.core.run import Run
 from thena_nb.core.store.base import resolve_store
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiments._backends import run_local, run_ray
+from thena_nb.experiments._backends import ensure_ray, run_local, run_ray
 from thena_nb.experiments._gate import Gates
 from thena_nb.experiments._plan import Backend, Job, Plan, reuse_finished
 from thena_nb.experiments._result import Experiment
@@ -46,49 +46,36 @@ def run_experiment(
         variants: Variant name to changes dict (see `grid`); `None` runs the workflow as it
             is, as the variant `"base"`.
         concurrency: At most this many runs at a time.
-        backend: `"local"` (asyncio in this process) or `"ray"` (Ray workers, one per
-            free CPU, each running its share of the `concurrency` runs at once; needs
-            `pip install thena_nb[ray]`). A Ray worker that dies fails only the runs it had
-            in flight (their error says so); it is replaced and the rest go on.
-        store: The run store every run is written to: a store, `None` for the default store,
-            or `False` for none (then nothing is reused either).
+        backend: `"local"` (asyncio here) or `"ray"` (`pip install thena_nb[ray]`): Ray
+            workers, one per free CPU, each running its share of the runs at once; one
+            that dies fails only its runs in flight (their error says so) and is replaced.
+        store: Where every run is written: a store, `None` (the default store) or `False`.
         progress: Show a progress bar (terminal or notebook widget).
-        ray_address: With `backend="ray"`, the cluster to connect to when Ray is not
-            initialised yet (`None` starts Ray on this machine).
+        ray_address: The Ray cluster to join if Ray is not initialised (`None`: start one).
         scorers: Scorers (`thena_nb.scorers`, or any `fn(run, case)` giving a bool, a number
             or a `Score`), as a list (columns named by each scorer's `name` or `__name__`)
-            or a dict of column name to scorer. They score every run as it ends (async
-            ones, like judges, at most `concurrency` at a time); a scorer that raises gives
-            that run a `scorer_error`, never stops the rest.
+            or a dict of column name to scorer. They score each run as it ends (async ones
+            `concurrency` at a time); one that raises gives that run a `scorer_error`.
         repeats: Runs per (case, variant), each an independent sample stored as its own
             run (the repeat index is part of its id, so a re-run reuses repeat by repeat).
-        run_timeout: Seconds a run may take; one still going then is cancelled and is a
-            row with status `failed` and a `TimeoutError` as its error. `None`: no limit.
-        keep_runs: Keep every run in memory (`exp.runs` then reads them at once). `None`
-            (the default) keeps them only when there is no store: with a store the
-            experiment keeps a summary per run and `exp.runs` loads the runs from it.
-
-    Returns:
-        The `Experiment`.
+        run_timeout: Seconds a run may take; one still going then is a `failed` row.
+        keep_runs: Keep every run in memory. `None` keeps them only without a store; with
+            one, the experiment keeps a summary per run and `exp.runs` loads the runs.
 
     Raises:
         TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats`,
             `run_timeout` or `scorers` (before any run starts); with `backend="ray"`, a
             model or tool that cannot be sent to the workers (the message names it).
         KeyboardInterrupt: The experiment was interrupted; `exc.experiment` holds the runs
-            that finished (they are in the store too, so running again reuses them). Any
-            other exception that ends the experiment early carries `exc.experiment` too.
+            that finished (stored too: running again reuses them). Any other exception
+            that ends the experiment early carries `exc.experiment` too.
     """
-    plan = Plan.of(
-        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
-        run_timeout=run_timeout,
-    )  # fmt: skip
-    named = named_scorers(scorers)
-    exp = _experiment(plan)
-    running = _execute(
-        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
-        keep_runs=keep_runs,
-    )  # fmt: skip
+    options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
+                   progress=progress, ray_address=ray_address, scorers=scorers,
+                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
+    exp, running = _prepare(workflow, inputs, **options)
+    if backend == "ray":
+        ensure_ray(ray_address)  # here: on the caller's thread, not `run_sync`'s
     try:
         return run_sync(running)
     except KeyboardInterrupt as exc:
@@ -118,23 +105,44 @@ async def arun_experiment(
         asyncio.CancelledError: The task was cancelled; the runs in flight are cancelled and
             `exc.experiment` holds the runs that finished.
     """
+    options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
+                   progress=progress, ray_address=ray_address, scorers=scorers,
+                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
+    _, running = _prepare(workflow, inputs, **options)
+    return await running
+
+
+def _prepare(
+    workflow: Workflow,
+    inputs: Iterable[Any],
+    *,
+    variants: Mapping[str, Changes] | None,
+    concurrency: int,
+    backend: Backend,
+    store: Any,
+    progress: bool,
+    ray_address: str | None,
+    scorers: Sequence[Scorer] | Mapping[str, Scorer] | None,
+    repeats: int,
+    run_timeout: float | None,
+    keep_runs: bool | None,
+) -> tuple[Experiment, Coroutine[Any, Any, Experiment]]:
+    """The experiment, empty, and the coroutine that fills it; every argument is checked
+    before any run starts."""
     plan = Plan.of(
         workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
         run_timeout=run_timeout,
     )  # fmt: skip
     named = named_scorers(scorers)
-    exp = _experiment(plan)
-    return await _execute(
-        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
-        keep_runs=keep_runs,
-    )  # fmt: skip
-
-
-def _experiment(plan: Plan) -> Experiment:
-    return Experiment(
+    exp = Experiment(
         plan.workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=plan.repeats,
         workflows=plan.variant_workflows,
     )  # fmt: skip
+    running = _execute(
+        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
+        keep_runs=keep_runs,
+    )  # fmt: skip
+    return exp, running
 
 
 async def _execute(
