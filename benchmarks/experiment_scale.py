@@ -158,8 +158,8 @@ def measure(case: str, **o: Any) -> dict[str, Any]:
     wf = three_turns(model, o.get("retry_delay"))
     inputs = [f"question {i}" for i in range(o["runs"])]
     extra: dict[str, Any] = {}
-    if case == "hung":
-        extra["run_timeout"] = RUN_TIMEOUT_S
+    if case == "hung" and o.get("run_timeout", RUN_TIMEOUT_S):
+        extra["run_timeout"] = o.get("run_timeout", RUN_TIMEOUT_S)
     if case == "ray":
         extra["backend"] = "ray"
         _start_ray()
@@ -253,6 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=None, help="seconds per model call")
     parser.add_argument("--store", choices=("none", "memory", "sqlite"), default=None)
     parser.add_argument("--retry-delay", type=float, default=None, help="transient case")
+    parser.add_argument(
+        "--run-timeout",
+        type=float,
+        default=None,
+        help=f"hung case (default {RUN_TIMEOUT_S}; 0: none, as before)",
+    )
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     parser.add_argument("--profile", default=None, help="cProfile the (one) case to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -266,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(DEFAULTS[case])
         if args.quick:
             options["runs"] = max(100, options["runs"] // 10)
-        for name in ("runs", "concurrency", "delay", "store", "retry_delay"):
+        for name in ("runs", "concurrency", "delay", "store", "retry_delay", "run_timeout"):
             if getattr(args, name) is not None:
                 options[name] = getattr(args, name)
         if args.profile:

@@ -73,9 +73,7 @@ def run_experiment(
     options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
                    progress=progress, ray_address=ray_address, scorers=scorers,
                    repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
-    exp, running = _prepare(workflow, inputs, **options)
-    if backend == "ray":
-        ensure_ray(ray_address)  # here: on the caller's thread, not `run_sync`'s
+    exp, running = _prepare(workflow, inputs, start_ray=True, **options)
     try:
         return run_sync(running)
     except KeyboardInterrupt as exc:
@@ -126,14 +124,18 @@ def _prepare(
     repeats: int,
     run_timeout: float | None,
     keep_runs: bool | None,
+    start_ray: bool = False,
 ) -> tuple[Experiment, Coroutine[Any, Any, Experiment]]:
     """The experiment, empty, and the coroutine that fills it; every argument is checked
-    before any run starts."""
+    before any run starts. With `start_ray`, Ray is started (if it is not yet) here, on the
+    caller's thread, not on the thread `run_sync` may run the coroutine on."""
     plan = Plan.of(
         workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
         run_timeout=run_timeout,
     )  # fmt: skip
     named = named_scorers(scorers)
+    if start_ray and plan.backend == "ray":
+        ensure_ray(ray_address)
     exp = Experiment(
         plan.workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=plan.repeats,
         workflows=plan.variant_workflows,
