@@ -208,6 +208,7 @@ class _Pool:
                 f"{self.replaced} Ray workers died during the experiment; it stops here "
                 f"(the runs that finished are on `exc.experiment`). Last: {_first_line(exc)}"
             ) from exc
+        self._ray.kill(dead)  # unreachable but maybe alive: make sure it is gone
         self.actors[i] = self._make()
 
     def _lost(self, job: Job, exc: BaseException) -> Run:
