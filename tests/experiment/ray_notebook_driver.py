@@ -27,6 +27,13 @@ async def cell() -> list[str]:
     return [run.status for run in exp.runs]
 
 
+def described(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())[:120]
+    except psutil.Error:  # a zombie already, or gone
+        return f"pid {process.pid}"
+
+
 def alive(pids: dict[int, str]) -> dict[int, str]:
     left = {}
     for pid, cmd in pids.items():
@@ -40,7 +47,7 @@ def alive(pids: dict[int, str]) -> dict[int, str]:
 
 def main() -> None:
     statuses = asyncio.run(cell())
-    family = {p.pid: " ".join(p.cmdline())[:120] for p in psutil.Process().children(recursive=True)}
+    family = {p.pid: described(p) for p in psutil.Process().children(recursive=True)}
     ray.shutdown()
     deadline = time.monotonic() + float(sys.argv[1])
     while alive(family) and time.monotonic() < deadline:
