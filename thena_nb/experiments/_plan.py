@@ -125,7 +125,7 @@ def _jobs(
                 f"variant {name!r} of workflow {workflow_name!r} cannot be fingerprinted "
                 f"({why}), so its runs are never reused from the store: they run again "
                 f"every time",
-                stacklevel=4,
+                stacklevel=5,  # the caller of run_experiment (via _prepare, Plan.of)
             )
     seen: Counter[str] = Counter()
     jobs: list[Job] = []
