@@ -54,7 +54,8 @@ def experiment(db: str, go: str, out: str) -> None:
         exp = run_experiment(
             experiment_workflow(), EXPERIMENT_INPUTS, store=store, concurrency=6, progress=False
         )
-    rows = [{"run_id": run.run_id, "status": run.status, "output": run.output} for run in exp.runs]
+        runs = exp.runs  # loaded from the store while it is open
+    rows = [{"run_id": run.run_id, "status": run.status, "output": run.output} for run in runs]
     Path(out).write_text(json.dumps({"pid": os.getpid(), "runs": rows, "reused": exp.reused}))
 
 

@@ -46,7 +46,7 @@ def test_reuse_looks_runs_up_by_id_and_loads_only_those_it_reuses(tmp_path: Path
         store.listed, store.loaded = 0, []
         again = run_experiment(echo(), ["a", "b", "c", "d"], store=store, progress=False)
         assert again.reused == 3 and store.listed == 0
-        assert store.loaded == [r.run_id for r in first.runs]
+        assert store.loaded == first.run_ids  # run_ids: no load of its own
         assert [r.output for r in again.runs] == ["echo a", "echo b", "echo c", "echo d"]
 
 

@@ -6,6 +6,7 @@ import contextvars
 import json
 import os
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,14 +48,15 @@ INTERRUPTED = (
 """`Run.error` of a run that was cancelled (status `"stopped"`): a re-run does not take it as
 done."""
 
-_last: list[Run] = []
-"""The run started last in this process (`last_run`)."""
+_last: list[weakref.ref[Run]] = []
+"""The run started last in this process (`last_run`), held weakly: it never keeps a run
+alive that nothing else holds (an interrupt's `exc.run` holds a partial one)."""
 
 
 def last_run() -> Run | None:
     """The run started last in this process: finished, stopped, failed or still running;
-    `None` before the first. After a keyboard interrupt it is the partial run, with every
-    finished turn (also `exc.run` of the interrupt).
+    `None` before the first, or once nothing else holds that run. After a keyboard interrupt
+    it is the partial run, with every finished turn (also `exc.run` of the interrupt).
 
     Example:
         >>> from thena_nb import Agent, Workflow, last_run
@@ -63,12 +65,12 @@ def last_run() -> Run | None:
         >>> last_run() is run
         True
     """
-    return _last[0] if _last else None
+    return _last[0]() if _last else None
 
 
 def remember(run: Run) -> None:
     """A run has started: it is `last_run()` now."""
-    _last[:] = [run]
+    _last[:] = [weakref.ref(run)]
 
 
 def current_run() -> Run | None:

@@ -408,8 +408,11 @@ class Session:
         except LoopBreak:  # pragma: no cover - every LoopBreak is caught by its own loop
             raise AssertionError("a loop break escaped its loop") from None
         except asyncio.CancelledError as exc:
-            status = "stopped"  # a keyboard interrupt, or the caller's task was cancelled
-            run.error = INTERRUPTED
+            # A keyboard interrupt, or the caller's task was cancelled: stopped; a cancel
+            # that says "TimeoutError: ..." (an experiment's `run_timeout`): failed so.
+            timed_out = _time_limit(exc)
+            status = "stopped" if timed_out is None else "failed"
+            run.error = INTERRUPTED if timed_out is None else timed_out
             exc.run = run  # type: ignore[attr-defined]
             self.exception = exc
         except KeyboardInterrupt as exc:
@@ -515,3 +518,10 @@ def _current_task() -> asyncio.Task[Any] | None:
         return asyncio.current_task()
     except RuntimeError:
         return None
+
+
+def _time_limit(cancelled: asyncio.CancelledError) -> str | None:
+    """The error of a run cancelled for taking too long: the cancel's message when it is a
+    `"TimeoutError: ..."` (`task.cancel(msg)`), else `None`."""
+    message = cancelled.args[0] if cancelled.args else None
+    return message if isinstance(message, str) and message.startswith("TimeoutError:") else None

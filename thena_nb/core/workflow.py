@@ -299,6 +299,8 @@ class Workflow:
         ray_address: str | None = None,
         scorers: Sequence[Any] | Mapping[str, Any] | None = None,
         repeats: int = 1,
+        run_timeout: float | None = None,
+        keep_runs: bool | None = None,
     ) -> _portals.Experiment:
         """Run every case under every variant, score the runs, and collect them in an
         `Experiment`.
@@ -309,7 +311,7 @@ class Workflow:
             variants: Variant name to changes, e.g. `{"brief": {"Executor": {"system":
                 "Be brief."}}}`; `thena_nb.grid(...)` builds the cross product of several.
             concurrency: Runs in flight at once.
-            backend: `"local"` (asyncio) or `"ray"` (one Ray task per run).
+            backend: `"local"` (asyncio) or `"ray"` (Ray workers, each running many runs).
             store: Where runs are kept; finished runs found there are reused for free.
             progress: Show a progress bar.
             ray_address: The Ray cluster to use (a local one by default).
@@ -317,6 +319,9 @@ class Workflow:
                 a list or a dict of column name to scorer: one `exp.frame()` column each.
             repeats: Runs per (case, variant), each an independent sample stored as its
                 own run; `exp.compare()` then gives pass@k.
+            run_timeout: Seconds a run may take; one still going then is a `failed` row.
+            keep_runs: Keep the runs in memory; by default only without a store (with one,
+                `exp.runs` loads them from it and the experiment keeps a summary per run).
 
         Example:
             >>> from thena_nb import Agent, Case, Workflow
@@ -339,6 +344,8 @@ class Workflow:
             ray_address=ray_address,
             scorers=scorers,
             repeats=repeats,
+            run_timeout=run_timeout,
+            keep_runs=keep_runs,
         )
 
     def stepper(self, input: str, *, state: Any = None) -> _portals.Stepper:

@@ -63,7 +63,8 @@ class GatedModel:
 
     async def respond(self, request: ModelRequest) -> Reply:
         """The wrapped model's reply, asked for once the gate is open."""
-        await self._gate.wait()
+        if self._gate.opens_at > time.monotonic():  # closed: no coroutine when it is open
+            await self._gate.wait()
         try:
             reply: Reply = await self.model.respond(request)
         except TransientModelError as exc:

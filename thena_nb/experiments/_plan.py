@@ -75,6 +75,8 @@ class Plan:
     backend: Backend
     cases: list[Case] = dataclasses.field(default_factory=list)
     repeats: int = 1
+    run_timeout: float | None = None
+    """Seconds a run may take before it is cancelled and ends failed (`None`: no limit)."""
 
     @classmethod
     def of(
@@ -86,13 +88,15 @@ class Plan:
         concurrency: int,
         backend: Backend,
         repeats: int = 1,
+        run_timeout: float | None = None,
     ) -> Plan:
         """The jobs of an experiment, in (input, variant, repeat) order, with every variant
         built.
 
         Raises:
             TypeError: `inputs` is a single string.
-            ValueError: Bad `variants`, `concurrency`, `backend` or `repeats`.
+            ValueError: Bad `variants`, `concurrency`, `backend`, `repeats` or
+                `run_timeout`.
         """
         cases = as_cases(inputs)
         if not isinstance(concurrency, int) or concurrency < 1:
@@ -101,12 +105,24 @@ class Plan:
             raise ValueError(f"`repeats` must be a whole number >= 1, got {repeats!r}")
         if backend not in ("local", "ray"):
             raise ValueError(f"`backend` must be 'local' or 'ray', got {backend!r}")
+        _check_timeout(run_timeout)
         texts = [case.text for case in cases]
         chosen: dict[str, Changes] = dict(variants) if variants else {BASE_VARIANT: {}}
         # Every variant is built (and checked) before anything runs.
         built = {name: apply_changes(workflow, changes) for name, changes in chosen.items()}
         jobs = _jobs(workflow.name, texts, built, repeats)
-        return cls(workflow, texts, chosen, built, jobs, concurrency, backend, cases, repeats)
+        return cls(
+            workflow, texts, chosen, built, jobs, concurrency, backend, cases, repeats, run_timeout
+        )
+
+
+def _check_timeout(run_timeout: Any) -> None:
+    ok = isinstance(run_timeout, int | float) and not isinstance(run_timeout, bool)
+    if run_timeout is not None and not (ok and 0 < run_timeout < float("inf")):
+        raise ValueError(
+            f"`run_timeout` must be a number of seconds > 0 (or None for no limit), "
+            f"got {run_timeout!r}"
+        )
 
 
 def _jobs(
@@ -122,7 +138,7 @@ def _jobs(
                 f"variant {name!r} of workflow {workflow_name!r} cannot be fingerprinted "
                 f"({why}), so its runs are never reused from the store: they run again "
                 f"every time",
-                stacklevel=4,
+                stacklevel=5,  # the caller of run_experiment (via _prepare, Plan.of)
             )
     seen: Counter[str] = Counter()
     jobs: list[Job] = []

@@ -14,7 +14,7 @@ from thena_nb.core.changes import Changes
 from thena_nb.core.run import Run
 from thena_nb.experiments._chart import score_chart
 from thena_nb.experiments._scorers import Scorer
-from thena_nb.experiments._scoring import Scored, explaining, named_scorers, score_runs
+from thena_nb.experiments._scoring import Scored, Scoring, explaining, named_scorers
 from thena_nb.experiments._summary import (
     Sample,
     ScoreStats,
@@ -40,7 +40,9 @@ class Experiment:
 
     `runs` lists the runs that ended, in (input, variant, repeat) order; a cancelled
     experiment keeps the runs that finished before it was cancelled (`cancelled` is then
-    true).
+    true). An experiment whose runs went to a store keeps only a summary of each (its row of
+    `frame()` and its scores) and `runs` loads them from the store each time it is read;
+    with `keep_runs=True`, or without a store, it keeps the runs themselves.
 
     Attributes:
         workflow_name: The workflow's name.
@@ -49,6 +51,7 @@ class Experiment:
         variants: Variant name to its changes (`{"base": {}}` without variants).
         repeats: How many runs each (case, variant) has.
         scorers: The scorers by column name (empty when the runs were not scored).
+        keep_runs: The runs themselves are kept (else `runs` loads them from the store).
         reused: How many runs were taken from the store instead of run again.
         slowdowns: How many times a rate limit made every run wait.
         cancelled: The experiment was cancelled before every run ended.
@@ -63,6 +66,9 @@ class Experiment:
         *,
         cases: Sequence[Case] | None = None,
         repeats: int = 1,
+        store: Any = None,
+        keep_runs: bool = True,
+        workflows: Mapping[str, Any] | None = None,
     ) -> None:
         self.workflow_name = workflow_name
         self.inputs = list(inputs)
@@ -75,8 +81,13 @@ class Experiment:
         self.slowdowns = 0
         self.cancelled = False
         self.wall_s = 0.0
+        self.keep_runs = keep_runs
+        self._store = store  # where `runs` loads the runs from when they are not kept
+        self._workflows = dict(workflows or {})  # variant name to its workflow
         size = len(self.inputs) * len(self.variants) * repeats
-        self._slots: list[Run | None] = [None] * size
+        self._slots: list[Run | None] = [None] * size  # the runs, when they are kept
+        self._rows: list[tuple[Any, ...] | None] = [None] * size  # each ended run's summary
+        self._run_ids: list[str | None] = [None] * size
         self._keys: list[tuple[str, str]] = [
             (i, v) for i in self.inputs for v in self.variants for _ in range(repeats)
         ]
@@ -84,19 +95,57 @@ class Experiment:
 
     @property
     def runs(self) -> list[Run]:
-        """The runs that ended, in (input, variant, repeat) order."""
-        return [run for run in self._slots if run is not None]
+        """The runs that ended, in (input, variant, repeat) order: the kept runs, or else
+        every run loaded from the store (each time it is read).
 
-    def _keep(self, slot: int, run: Run) -> None:
-        """Put a run that ended in its (input, variant, repeat) place."""
-        self._slots[slot] = run
+        Raises:
+            ValueError: The runs were neither kept nor stored (`keep_runs=False` with
+                `store=False`).
+            StoreError: A run is no longer in the store.
+        """
+        return [self._run_at(slot) for slot in self._ended()]
 
-    def _entries(self) -> list[tuple[str, str, Run]]:
-        return [
-            (key[0], key[1], run)
-            for key, run in zip(self._keys, self._slots, strict=True)
-            if run is not None
-        ]
+    @property
+    def run_ids(self) -> list[str]:
+        """The ids of the runs that ended, in (input, variant, repeat) order (no loading)."""
+        return [run_id for run_id in self._run_ids if run_id is not None]
+
+    def _keep(self, slot: int, run: Run, *, reused: bool = False) -> None:
+        """Put a run that ended in its (input, variant, repeat) place: its summary, and the
+        run itself when runs are kept."""
+        input, variant = self._keys[slot]
+        self._rows[slot] = tuple(_run_row(input, variant, run, reused).values())
+        self._run_ids[slot] = run.run_id
+        if reused:
+            self._reused.add(slot)
+        if self.keep_runs:
+            self._slots[slot] = run
+
+    def _ended(self) -> list[int]:
+        """The slots whose run ended, in order."""
+        return [slot for slot, row in enumerate(self._rows) if row is not None]
+
+    def _run_at(self, slot: int) -> Run:
+        """The run of an ended slot: kept, or loaded from the store."""
+        run = self._slots[slot]
+        if run is not None:
+            return run
+        run_id = self._run_ids[slot]
+        if self._store is None or run_id is None:
+            raise ValueError(
+                "this experiment kept only its runs' summaries and has no store to load "
+                "them from; run it with `keep_runs=True` (or with a store) to keep them"
+            )
+        run = self._store.load(run_id)
+        if run.workflow is None:
+            run.workflow = self._workflows.get(self._keys[slot][1])
+        return run
+
+    def _row(self, slot: int) -> dict[str, Any]:
+        """An ended run's summary as a dict (the columns `_run_row` gives)."""
+        row = self._rows[slot]
+        assert row is not None
+        return dict(zip(_FRAME_DTYPES, row, strict=True))
 
     def _place(self, slot: int) -> tuple[int, int]:
         """The case index and the repeat of a slot."""
@@ -123,12 +172,9 @@ class Experiment:
 
         dtypes = self._frame_dtypes()
         explained = explaining(self.scorers, self._scores)
-        rows = [self._frame_row(slot, run, explained) for slot, run in self._filled()]
+        rows = [self._frame_row(slot, explained) for slot in self._ended()]
         frame = pd.DataFrame(rows, columns=list(dtypes))
         return frame.astype(dtypes)
-
-    def _filled(self) -> list[tuple[int, Run]]:
-        return [(slot, run) for slot, run in enumerate(self._slots) if run is not None]
 
     def _named_cases(self) -> bool:
         return any(case.name is not None for case in self.cases)
@@ -147,9 +193,8 @@ class Experiment:
             dtypes.update(frame_columns(names, kinds, explaining(self.scorers, self._scores)))
         return dtypes
 
-    def _frame_row(self, slot: int, run: Run, explained: list[str]) -> dict[str, Any]:
-        input, variant = self._keys[slot]
-        row = _run_row(input, variant, run, slot in self._reused)
+    def _frame_row(self, slot: int, explained: list[str]) -> dict[str, Any]:
+        row = self._row(slot)
         case, repeat = self._place(slot)
         row["case"] = self.cases[case].name
         row["repeat"] = repeat
@@ -242,9 +287,13 @@ class Experiment:
         """
         named = named_scorers(scorers)
         again = Experiment(
-            self.workflow_name, self.inputs, self.variants, cases=self.cases, repeats=self.repeats
-        )
+            self.workflow_name, self.inputs, self.variants, cases=self.cases,
+            repeats=self.repeats, store=self._store, keep_runs=self.keep_runs,
+            workflows=self._workflows,
+        )  # fmt: skip
         again._slots = list(self._slots)
+        again._rows = list(self._rows)
+        again._run_ids = list(self._run_ids)
         again._reused = set(self._reused)
         for name in ("reused", "slowdowns", "cancelled", "wall_s"):
             setattr(again, name, getattr(self, name))
@@ -252,14 +301,21 @@ class Experiment:
         return again
 
     async def _score(self, scorers: Mapping[str, Scorer], *, concurrency: int = 8) -> None:
-        """Score every run that ended with `scorers` (errors stay in their rows)."""
-        filled = self._filled()
-        items = [(run, self.cases[self._place(slot)[0]]) for slot, run in filled]
-        rows = await score_runs(scorers, items, concurrency=concurrency)
+        """Score every run that ended with `scorers`, one run at a time (loaded from the
+        store when it was not kept); errors stay in their rows."""
+        scoring = self._start_scoring(scorers, concurrency=concurrency)
+        for slot in self._ended():
+            self._score_one(scoring, slot, self._run_at(slot))
+        await scoring.wait()
+
+    def _start_scoring(self, scorers: Mapping[str, Scorer], *, concurrency: int) -> Scoring:
+        """Set the scorers (no run scored yet): runs are then scored by `_score_one`."""
         self.scorers = dict(scorers)
         self._scores = [None] * len(self._slots)
-        for (slot, _), scored in zip(filled, rows, strict=True):
-            self._scores[slot] = scored
+        return Scoring(scorers, concurrency=concurrency)
+
+    def _score_one(self, scoring: Scoring, slot: int, run: Run) -> None:
+        self._scores[slot] = scoring.add(run, self.cases[self._place(slot)[0]])
 
     def score_chart(self, *, confidence: float = 0.95, seed: int = 0) -> Figure:
         """The scores as a matplotlib `Figure`: one panel per scorer, a bar per variant with
@@ -287,15 +343,14 @@ class Experiment:
 
     def _summary(self) -> list[dict[str, Any]]:
         by_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in self.variants}
-        for slot, run in self._filled():
-            i, v = self._keys[slot]
-            by_variant[v].append(_run_row(i, v, run, slot in self._reused))
+        for slot in self._ended():
+            by_variant[self._keys[slot][1]].append(self._row(slot))
         return [_variant_row(v, rows) for v, rows in by_variant.items()]
 
     def _repr_html_(self) -> str:
         esc = _html.escape
         head = (
-            f"experiment <b>{esc(self.workflow_name)}</b> · {len(self.runs)}/"
+            f"experiment <b>{esc(self.workflow_name)}</b> · {len(self._ended())}/"
             f"{len(self._slots)} runs · {len(self.inputs)} inputs · "
             f"{len(self.variants)} variants · {self.wall_s:.2f} s"
         )
@@ -326,7 +381,7 @@ class Experiment:
     def __repr__(self) -> str:
         extra = ", cancelled" if self.cancelled else ""
         return (
-            f"Experiment({self.workflow_name!r}, runs={len(self.runs)}/{len(self._slots)}, "
+            f"Experiment({self.workflow_name!r}, runs={len(self._ended())}/{len(self._slots)}, "
             f"inputs={len(self.inputs)}, variants={list(self.variants)!r}{extra})"
         )
 
@@ -367,11 +422,13 @@ class Experiment:
             input = self.inputs[0]
         elif input not in self.inputs:
             raise ValueError(f"the experiment has no input {input!r}")
-        runs = {v: run for i, v, run in self._entries() if i == input}
+        slots = {
+            self._keys[slot][1]: slot for slot in self._ended() if self._keys[slot][0] == input
+        }
         for name in (variant_a, variant_b):
-            if name not in runs:
+            if name not in slots:
                 raise ValueError(f"the run of {input!r} under {name!r} did not end")
-        return runs[variant_a].diff(runs[variant_b])
+        return self._run_at(slots[variant_a]).diff(self._run_at(slots[variant_b]))
 
 
 _FRAME_DTYPES: dict[str, str] = {

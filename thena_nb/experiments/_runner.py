@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from thena_nb.core._aio import run_sync
@@ -12,7 +12,7 @@ from thena_nb.core.changes import Changes
 from thena_nb.core.run import Run
 from thena_nb.core.store.base import resolve_store
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiments._backends import run_local, run_ray
+from thena_nb.experiments._backends import ensure_ray, run_local, run_ray
 from thena_nb.experiments._gate import Gates
 from thena_nb.experiments._plan import Backend, Job, Plan, reuse_finished
 from thena_nb.experiments._result import Experiment
@@ -34,6 +34,8 @@ def run_experiment(
     ray_address: str | None = None,
     scorers: Sequence[Scorer] | Mapping[str, Scorer] | None = None,
     repeats: int = 1,
+    run_timeout: float | None = None,
+    keep_runs: bool | None = None,
 ) -> Experiment:
     """Run `workflow` on every case under every variant, `repeats` times, and score the runs.
 
@@ -44,37 +46,34 @@ def run_experiment(
         variants: Variant name to changes dict (see `grid`); `None` runs the workflow as it
             is, as the variant `"base"`.
         concurrency: At most this many runs at a time.
-        backend: `"local"` (asyncio in this process) or `"ray"` (one Ray task per run;
-            needs `pip install thena_nb[ray]`).
-        store: The run store every run is written to: a store, `None` for the default store,
-            or `False` for none (then nothing is reused either).
+        backend: `"local"` (asyncio here) or `"ray"` (`pip install thena_nb[ray]`): Ray
+            workers, one per free CPU, each running its share of the runs at once; one
+            that dies fails only its runs in flight (their error says so) and is replaced.
+        store: Where every run is written: a store, `None` (the default store) or `False`.
         progress: Show a progress bar (terminal or notebook widget).
-        ray_address: With `backend="ray"`, the cluster to connect to when Ray is not
-            initialised yet (`None` starts Ray on this machine).
+        ray_address: The Ray cluster to join if Ray is not initialised (`None`: start one).
         scorers: Scorers (`thena_nb.scorers`, or any `fn(run, case)` giving a bool, a number
             or a `Score`), as a list (columns named by each scorer's `name` or `__name__`)
-            or a dict of column name to scorer. They score every run once all have ended;
-            a scorer that raises gives that run a `scorer_error`, never stops the rest.
+            or a dict of column name to scorer. They score each run as it ends (async ones
+            `concurrency` at a time); one that raises gives that run a `scorer_error`.
         repeats: Runs per (case, variant), each an independent sample stored as its own
             run (the repeat index is part of its id, so a re-run reuses repeat by repeat).
-
-    Returns:
-        The `Experiment`.
+        run_timeout: Seconds a run may take; one still going then is a `failed` row.
+        keep_runs: Keep every run in memory. `None` keeps them only without a store; with
+            one, the experiment keeps a summary per run and `exp.runs` loads the runs.
 
     Raises:
-        TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats` or
-            `scorers` (before any run starts).
+        TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats`,
+            `run_timeout` or `scorers` (before any run starts); with `backend="ray"`, a
+            model or tool that cannot be sent to the workers (the message names it).
         KeyboardInterrupt: The experiment was interrupted; `exc.experiment` holds the runs
-            that finished (they are in the store too, so running again reuses them).
+            that finished (stored too: running again reuses them). Any other exception
+            that ends the experiment early carries `exc.experiment` too.
     """
-    plan = Plan.of(
-        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats
-    )
-    named = named_scorers(scorers)
-    exp = Experiment(workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=repeats)
-    running = _execute(
-        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named
-    )
+    options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
+                   progress=progress, ray_address=ray_address, scorers=scorers,
+                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
+    exp, running = _prepare(workflow, inputs, start_ray=True, **options)
     try:
         return run_sync(running)
     except KeyboardInterrupt as exc:
@@ -95,6 +94,8 @@ async def arun_experiment(
     ray_address: str | None = None,
     scorers: Sequence[Scorer] | Mapping[str, Scorer] | None = None,
     repeats: int = 1,
+    run_timeout: float | None = None,
+    keep_runs: bool | None = None,
 ) -> Experiment:
     """The async form of `run_experiment`.
 
@@ -102,14 +103,48 @@ async def arun_experiment(
         asyncio.CancelledError: The task was cancelled; the runs in flight are cancelled and
             `exc.experiment` holds the runs that finished.
     """
+    options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
+                   progress=progress, ray_address=ray_address, scorers=scorers,
+                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
+    _, running = _prepare(workflow, inputs, **options)
+    return await running
+
+
+def _prepare(
+    workflow: Workflow,
+    inputs: Iterable[Any],
+    *,
+    variants: Mapping[str, Changes] | None,
+    concurrency: int,
+    backend: Backend,
+    store: Any,
+    progress: bool,
+    ray_address: str | None,
+    scorers: Sequence[Scorer] | Mapping[str, Scorer] | None,
+    repeats: int,
+    run_timeout: float | None,
+    keep_runs: bool | None,
+    start_ray: bool = False,
+) -> tuple[Experiment, Coroutine[Any, Any, Experiment]]:
+    """The experiment, empty, and the coroutine that fills it; every argument is checked
+    before any run starts. With `start_ray`, Ray is started (if it is not yet) here, on the
+    caller's thread, not on the thread `run_sync` may run the coroutine on."""
     plan = Plan.of(
-        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats
-    )
+        workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
+        run_timeout=run_timeout,
+    )  # fmt: skip
     named = named_scorers(scorers)
-    exp = Experiment(workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=repeats)
-    return await _execute(
-        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named
-    )
+    if start_ray and plan.backend == "ray":
+        ensure_ray(ray_address)
+    exp = Experiment(
+        plan.workflow.name, plan.inputs, plan.variants, cases=plan.cases, repeats=plan.repeats,
+        workflows=plan.variant_workflows,
+    )  # fmt: skip
+    running = _execute(
+        exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
+        keep_runs=keep_runs,
+    )  # fmt: skip
+    return exp, running
 
 
 async def _execute(
@@ -120,32 +155,41 @@ async def _execute(
     progress: bool,
     ray_address: str | None,
     scorers: Mapping[str, Scorer],
+    keep_runs: bool | None = None,
 ) -> Experiment:
-    """Fill `exp` with the plan's runs (first those the store finished, then the rest), then
-    score them."""
+    """Fill `exp` with the plan's runs (first those the store finished, then the rest),
+    scoring each as it ends."""
     started = time.perf_counter()
     runs_store = resolve_store(store)
+    exp._store = runs_store
+    exp.keep_runs = runs_store is None if keep_runs is None else bool(keep_runs)
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
-    gate = Gates(plan.workflow.retry.initial_delay)  # local runs share them; Ray tasks go without
+    gate = Gates(plan.workflow.retry.initial_delay)  # local runs share them
+    scoring = exp._start_scoring(scorers, concurrency=plan.concurrency) if scorers else None
 
-    def done(job: Job, run: Run) -> None:
+    def keep(job: Job, run: Run, reused: bool) -> None:
         run.workflow = plan.variant_workflows[job.variant]
-        exp._keep(job.slot, run)
+        exp._keep(job.slot, run, reused=reused)
+        if scoring is not None:
+            exp._score_one(scoring, job.slot, run)
         exp.slowdowns = gate.slowdowns
         bar.update(1)
 
     try:
-        todo = await reuse_finished(plan.jobs, runs_store, done)
+        todo = await reuse_finished(plan.jobs, runs_store, lambda j, r: keep(j, r, True))
         exp.reused = len(plan.jobs) - len(todo)
-        exp._reused = {j.slot for j in plan.jobs} - {j.slot for j in todo}
         if plan.backend == "ray":
-            await run_ray(plan, todo, done, store=runs_store, address=ray_address)
+            await run_ray(plan, todo, lambda j, r: keep(j, r, False), store=runs_store,
+                          address=ray_address)  # fmt: skip
         else:
-            await run_local(plan, todo, done, gate, store=runs_store)
-        if scorers:
-            await exp._score(scorers, concurrency=plan.concurrency)
-    except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-        exp.cancelled = True
+            await run_local(plan, todo, lambda j, r: keep(j, r, False), gate, store=runs_store)
+        if scoring is not None:
+            await scoring.wait()
+    except BaseException as exc:
+        if scoring is not None:
+            scoring.cancel()
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            exp.cancelled = True
         setattr(exc, "experiment", exp)  # noqa: B010 - read back as `exc.experiment`
         raise
     finally:

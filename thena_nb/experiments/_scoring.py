@@ -21,7 +21,7 @@ from thena_nb.core.cases import Case
 from thena_nb.core.run import Run
 from thena_nb.experiments._scorers import Score, Scorer
 
-__all__ = ["RESERVED", "Scored", "explaining", "named_scorers", "score_runs"]
+__all__ = ["RESERVED", "Scored", "Scoring", "explaining", "named_scorers", "score_runs"]
 
 RESERVED = frozenset(
     {
@@ -151,10 +151,29 @@ async def score_runs(
         >>> row.values, row.error
         ({'hi': True, 'broken': None}, 'broken: RuntimeError: no')
     """
-    rows = [Scored() for _ in items]
-    pending: list[tuple[Scored, str, Awaitable[Any]]] = []
-    for row, (run, case) in zip(rows, items, strict=True):
-        for name, scorer in scorers.items():
+    scoring = Scoring(scorers, concurrency=concurrency)
+    rows = [scoring.add(run, case) for run, case in items]
+    await scoring.wait()
+    return rows
+
+
+class Scoring:
+    """Scores runs as they end: sync scorers at once, async ones (judges) as tasks, at most
+    `concurrency` at a time, so that no run has to be kept for scoring after it ended.
+
+    `add` needs a running event loop when a scorer is async; `wait` awaits every task (a
+    scorer's error stays in its row); `cancel` cancels those still going.
+    """
+
+    def __init__(self, scorers: Mapping[str, Scorer], *, concurrency: int = 8) -> None:
+        self.scorers = scorers
+        self._limit = asyncio.Semaphore(max(1, concurrency))
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def add(self, run: Run, case: Case) -> Scored:
+        """Score `run` with every scorer; its async scorers' values arrive by `wait()`."""
+        row = Scored()
+        for name, scorer in self.scorers.items():
             try:
                 result = scorer(run, case)
             except Exception as exc:
@@ -162,20 +181,13 @@ async def score_runs(
                 continue
             if inspect.isawaitable(result):
                 row.values[name] = None  # its place, in scorer order, until it is awaited
-                pending.append((row, name, result))
+                self._tasks.append(asyncio.ensure_future(self._settle(row, name, result)))
             else:
                 row.keep(name, result)
-    if pending:
-        await _settle(pending, concurrency)
-    return rows
+        return row
 
-
-async def _settle(pending: list[tuple[Scored, str, Awaitable[Any]]], concurrency: int) -> None:
-    """Await the async scorers' results, at most `concurrency` at a time."""
-    limit = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(row: Scored, name: str, result: Awaitable[Any]) -> None:
-        async with limit:
+    async def _settle(self, row: Scored, name: str, result: Awaitable[Any]) -> None:
+        async with self._limit:
             try:
                 value = await result
             except Exception as exc:
@@ -183,4 +195,13 @@ async def _settle(pending: list[tuple[Scored, str, Awaitable[Any]]], concurrency
                 return
         row.keep(name, value)
 
-    await asyncio.gather(*(one(row, name, result) for row, name, result in pending))
+    async def wait(self) -> None:
+        """Return once every async scorer has given its value (or failed)."""
+        tasks, self._tasks = self._tasks, []
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    def cancel(self) -> None:
+        """Cancel the async scorers still running (an experiment was cancelled)."""
+        for task in self._tasks:
+            task.cancel()

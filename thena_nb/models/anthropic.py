@@ -235,6 +235,15 @@ class AnthropicModel:
             self._loop = weakref.ref(loop)
         return self._client
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy (pickle, a Ray worker) needs: the client made for the loop this
+        model ran on (live connections) and the reference to that loop stay behind; the
+        copy makes its own on its first call."""
+        state = dict(self.__dict__)
+        state["_client"] = None
+        state["_loop"] = None
+        return state
+
     def _map_error(self, exc: BaseException, agent: str) -> ModelError:
         """The one place SDK and transport errors become `ModelError`s."""
         where = f"agent {agent!r}: model {self.name!r}"

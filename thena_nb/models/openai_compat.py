@@ -278,6 +278,21 @@ class OpenAICompatModel:
         finally:
             await client.close()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy (pickle, a Ray worker) needs: the SDK client this model built holds
+        locks and connections, so it travels as its settings and is built again."""
+        state = dict(self.__dict__)
+        if self._own_client:
+            client = state.pop("_client")
+            state["_client_settings"] = {"api_key": client.api_key, "timeout": client.timeout}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        settings = state.pop("_client_settings", None)
+        self.__dict__.update(state)
+        if settings is not None:
+            self._client = openai.AsyncOpenAI(base_url=self.base_url, max_retries=0, **settings)
+
     async def _respond_streamed(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest
     ) -> Reply:
