@@ -15,7 +15,7 @@ from typing import Any, TypeGuard
 
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.run import current_run
-from thena_nb.core.types import Message
+from thena_nb.core.types import Message, construct, finished
 from thena_nb.models.reply import ErrorReply
 from thena_nb.models.reply import text as text_reply
 
@@ -162,7 +162,7 @@ class OfflineModel:
         """The request as plain data: `messages`, `system` and `tools` (no wire to show).
 
         Example:
-            >>> from thena_nb.core.types import Message
+            >>> from thena_nb.core.types import Message, construct, finished
             >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
             >>> OfflineModel("m").render(request)["messages"][0]["content"]
             'Hi'
@@ -189,11 +189,12 @@ def with_call_ids(reply: Reply, call: int) -> Reply:
     """Give the reply helpers' calls ids that are the same in every run: `call_<n>_<i>`."""
     if not any(c.id == "" for c in reply.tool_calls):
         return reply
+    # Copies without pydantic's copy protocol (a reply per call): the values are the reply's.
     calls = [
-        c.model_copy(update={"id": f"call_{call}_{i}"}) if c.id == "" else c
+        finished(c, id=f"call_{call}_{i}") if c.id == "" else c
         for i, c in enumerate(reply.tool_calls)
     ]
-    return reply.model_copy(update={"tool_calls": calls})
+    return construct(Reply, {**reply.__dict__, "tool_calls": calls})
 
 
 def call_number(messages: Sequence[Message], call: int) -> int:
