@@ -9,8 +9,9 @@ worker thread per call), nothing printed, no tracing.
 
 - pydantic-ai: `Agent(FunctionModel(fn), tools=[add])`, `await agent.run(...)` with no
   request limit.
-- LangGraph: `langgraph.prebuilt.create_react_agent` over a small `BaseChatModel` subclass whose
-  `bind_tools` returns itself, `await graph.ainvoke(...)`.
+- LangGraph: `langchain.agents.create_agent` (the graph LangGraph's docs now build; the
+  `create_react_agent` prebuilt is deprecated) over a small `BaseChatModel` subclass whose
+  `bind_tools` returns itself, `await agent.ainvoke(...)`.
 - smolagents: `ToolCallingAgent` over a `Model` subclass, `agent.run(task)` (its docs' call;
   `return_full_result=True` would add a full-result object and is not used); its answer is the
   `final_answer` tool call (the framework's way to answer), not counted as one of the N-1 calls.
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -139,7 +139,7 @@ def _langgraph(n: int) -> Runner:
     lc_messages: Any = importlib.import_module("langchain_core.messages")
     outputs: Any = importlib.import_module("langchain_core.outputs")
     lc_tools: Any = importlib.import_module("langchain_core.tools")
-    prebuilt: Any = importlib.import_module("langgraph.prebuilt")
+    lc_agents: Any = importlib.import_module("langchain.agents")
     count = _Counter()
 
     def next_result() -> Any:
@@ -177,14 +177,14 @@ def _langgraph(n: int) -> Runner:
         count.tool += 1
         return a + b
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of langchain
-        graph = prebuilt.create_react_agent(ScriptedChat(), [lc_tools.tool(add)])
+    # LangGraph's docs build the agent with LangChain's `create_agent` (a LangGraph graph);
+    # `langgraph.prebuilt.create_react_agent` is deprecated in its favour.
+    graph = lc_agents.create_agent(ScriptedChat(), tools=[lc_tools.tool(add)])
     config = {"recursion_limit": 2 * n + 10}
 
     async def run() -> tuple[int, int]:
         count.reset()
-        out = await graph.ainvoke({"messages": [("user", "go")]}, config)
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": "go"}]}, config)
         history = out["messages"]
         assert history[-1].content == "done", history[-1]
         tool_messages = sum(1 for m in history if m.type == "tool")
@@ -317,8 +317,8 @@ PEERS: list[Peer] = [
     ),
     Peer(
         "LangGraph",
-        modules=("langgraph", "langchain_core"),
-        distributions=("langgraph", "langchain-core"),
+        modules=("langgraph", "langchain_core", "langchain"),
+        distributions=("langgraph", "langchain-core", "langchain"),
         build=_langgraph,
     ),
     Peer(
