@@ -5,10 +5,14 @@
     python -m benchmarks --only W1,W2,W5      # some workloads
     python -m benchmarks --json out.json      # elsewhere than benchmarks/results/latest.json
 
-W1 compares thena_nb with pydantic-ai, LangGraph and smolagents when they are installed
-(`pip install -e ".[bench]"`); a missing one is skipped with a note. Times are medians; W1
-shows CPU time (`time.process_time`) beside wall time, and its targets are judged on CPU time,
-which a busy machine disturbs less.
+W1 measures thena_nb's default path (sync FunctionModel, rescue on, the default SQLite store,
+`wf.run`), then lighter configurations, then pydantic-ai, LangGraph, smolagents and the OpenAI
+Agents SDK when they are installed (`pip install -e ".[bench]"`; a missing one is skipped with
+a note), each configuration in processes of its own. Times are medians; W1 shows CPU time
+(`time.process_time`) beside wall time, and its targets are judged on CPU time, which a busy
+machine disturbs less.
+
+    python -m benchmarks --only W1 --code ../other-checkout --no-peers   # another branch's code
 """
 
 from __future__ import annotations
@@ -73,17 +77,13 @@ def table(results: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
     w1 = results.get("W1")
     if w1:
-        for r in w1["rows"]:
-            label = f"N={r['n']:,} {r['framework']}"
-            if "median_wall_us_per_turn" not in r:
-                rows.append(["W1", label, f"{r['status']} (see notes)", "", ""])
-                continue
-            value = f"{_num(r['median_cpu_us_per_turn'])} | {_num(r['median_wall_us_per_turn'])}"
-            if "ratio_cpu" in r:
-                value += f"  ({r['ratio_cpu']:,.0f}× | {r['ratio_wall']:,.0f}×)"
-            calls = f"{r['n']}/{r['n'] - 1} calls"
-            rows.append(["W1", f"{label} µs/turn CPU | wall", value, calls, _met(r["verified"])])
-        rows += _checks("W1", w1)
+        for check in w1.get("checks", []):
+            ratio = "÷" in check["target"]
+            shown = f"{check['value']:,.2f}×" if ratio else f"{_num(check['value'])} µs"
+            limit = f"≥ {check['limit']:.0f}×" if ratio else f"≤ {check['limit']:.0f} µs"
+            if ratio and "smolagents" not in check["target"]:
+                limit = f"≤ {check['limit']:.1f}×"
+            rows.append(["W1", check["target"], shown, limit, _met(check["ok"])])
     w2 = results.get("W2")
     if w2:
         shown = f"{w2['median_ms']:.1f} ms ({w2['best_ms']:.1f}, {w2['worst_ms']:.1f})"
@@ -104,6 +104,30 @@ def table(results: dict[str, Any]) -> list[list[str]]:
                 for name, ok in met.items():
                     rows.append([key, f"{part['title']}: {name} target", "", "", _met(bool(ok))])
     return rows
+
+
+def w1_matrix(w1: dict[str, Any]) -> list[list[str]]:
+    """W1 as a table: one row per configuration or peer, one column per N (CPU | wall µs;
+    per run at N=1, per turn elsewhere); a peer's ratio to the default path in brackets."""
+    ns = sorted({r["n"] for r in w1["rows"]})
+    header = [
+        "W1 tool loop, CPU | wall µs",
+        *(f"N={n:,}" + (" (run)" if n == 1 else "") for n in ns),
+    ]
+    lines: dict[str, list[str]] = {}
+    for r in w1["rows"]:
+        label = r["config"] if r["framework"] == "thena_nb" else r["framework"]
+        cells = lines.setdefault(label, [label] + [""] * len(ns))
+        if r["status"] != "measured":
+            cell = r["status"]
+        else:
+            cell = f"{_num(r['median_cpu_us'])} | {_num(r['median_wall_us'])}"
+            if "ratio_cpu" in r:
+                cell += f" ({r['ratio_cpu']:,.1f}×)"
+            if not r["verified"]:
+                cell += " UNVERIFIED"
+        cells[1 + ns.index(r["n"])] = cell
+    return [header, *lines.values()]
 
 
 def _checks(key: str, result: dict[str, Any]) -> list[list[str]]:
@@ -139,9 +163,9 @@ def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
-def render(rows: list[list[str]]) -> str:
+def render(rows: list[list[str]], header: list[str] | None = None) -> str:
     """`rows` as an aligned text table with a header."""
-    header = ["workload", "measure", "value", "target", "met"]
+    header = header or ["workload", "measure", "value", "target", "met"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = []
     for i, row in enumerate([header, *rows]):
@@ -163,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, default=DEFAULT_JSON, help=f"where to write (default {DEFAULT_JSON})"
     )
+    parser.add_argument(
+        "--code",
+        help="W1: import thena_nb from this checkout in the child processes (another branch)",
+    )
+    parser.add_argument("--no-peers", action="store_true", help="W1: thena_nb only")
     args = parser.parse_args(argv)
     selected = ALL
     if args.only:
@@ -177,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {}
     if "W1" in selected:
-        results["W1"] = workloads.w1(quick=args.quick, log=log)
+        results["W1"] = workloads.w1(
+            quick=args.quick, log=log, code=args.code, peers=not args.no_peers
+        )
     if "W2" in selected:
         log("W2 parallel")
         results["W2"] = workloads.w2(quick=args.quick)
@@ -199,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "results": results,
     }
+    if "W1" in results:
+        matrix = w1_matrix(results["W1"])
+        print(render(matrix[1:], matrix[0]) + "\n")
     print(render(table(results)))
     notes = [n for key in ("W1", "W2", "W5") for n in results.get(key, {}).get("notes", [])]
     for key in SCRIPTED:

@@ -1,4 +1,5 @@
-"""W1 on peer frameworks: the same tool loop on pydantic-ai, LangGraph and smolagents.
+"""W1 on peer frameworks: the same tool loop on pydantic-ai, LangGraph, smolagents and the
+OpenAI Agents SDK, each called the way its own docs show.
 
 Each peer gets an offline model that asks for `add(a=i, b=1)` N-1 times, then answers, and a
 tool `add`; both count their calls, and every run is checked to have made exactly N model
@@ -8,10 +9,15 @@ worker thread per call), nothing printed, no tracing.
 
 - pydantic-ai: `Agent(FunctionModel(fn), tools=[add])`, `await agent.run(...)` with no
   request limit.
-- LangGraph: `langgraph.prebuilt.create_react_agent` over a small `BaseChatModel` subclass whose
-  `bind_tools` returns itself, `await graph.ainvoke(...)`.
-- smolagents: `ToolCallingAgent` over a `Model` subclass; its answer is the `final_answer`
-  tool call (the framework's way to answer), which is not counted as one of the N-1 calls.
+- LangGraph: `langchain.agents.create_agent` (the graph LangGraph's docs now build; the
+  `create_react_agent` prebuilt is deprecated) over a small `BaseChatModel` subclass whose
+  `bind_tools` returns itself, `await agent.ainvoke(...)`.
+- smolagents: `ToolCallingAgent` over a `Model` subclass, `agent.run(task)` (its docs' call;
+  `return_full_result=True` would add a full-result object and is not used); its answer is the
+  `final_answer` tool call (the framework's way to answer), not counted as one of the N-1 calls.
+- OpenAI Agents SDK: `Agent(model=...)` over a `Model` subclass (the SDK's interface for other
+  models), `await Runner.run(agent, task, max_turns=n)` with tracing off in `RunConfig` (no
+  OpenAI key to export traces with).
 
 A peer whose package is not installed is reported as absent (`pip install -e ".[bench]"`).
 The peers are imported through `importlib`, so this module type-checks without them.
@@ -21,7 +27,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -134,7 +139,7 @@ def _langgraph(n: int) -> Runner:
     lc_messages: Any = importlib.import_module("langchain_core.messages")
     outputs: Any = importlib.import_module("langchain_core.outputs")
     lc_tools: Any = importlib.import_module("langchain_core.tools")
-    prebuilt: Any = importlib.import_module("langgraph.prebuilt")
+    lc_agents: Any = importlib.import_module("langchain.agents")
     count = _Counter()
 
     def next_result() -> Any:
@@ -172,14 +177,14 @@ def _langgraph(n: int) -> Runner:
         count.tool += 1
         return a + b
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of langchain
-        graph = prebuilt.create_react_agent(ScriptedChat(), [lc_tools.tool(add)])
+    # LangGraph's docs build the agent with LangChain's `create_agent` (a LangGraph graph);
+    # `langgraph.prebuilt.create_react_agent` is deprecated in its favour.
+    graph = lc_agents.create_agent(ScriptedChat(), tools=[lc_tools.tool(add)])
     config = {"recursion_limit": 2 * n + 10}
 
     async def run() -> tuple[int, int]:
         count.reset()
-        out = await graph.ainvoke({"messages": [("user", "go")]}, config)
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": "go"}]}, config)
         history = out["messages"]
         assert history[-1].content == "done", history[-1]
         tool_messages = sum(1 for m in history if m.type == "tool")
@@ -240,11 +245,64 @@ def _smolagents(n: int) -> Runner:
 
     async def run() -> tuple[int, int]:
         count.reset()
-        result = agent.run("go", return_full_result=True)
-        assert result.output == "done" and result.state == "success", result.state
+        result = agent.run("go")  # as smolagents' docs call it: the answer, not a RunResult
+        assert result == "done", result
         steps = sum(1 for s in agent.memory.steps if type(s).__name__ == "ActionStep")
         counted = (count.model, count.tool)
         _verify("smolagents", n, counted, (steps, steps - 1))
+        return counted
+
+    return run
+
+
+def _openai_agents(n: int) -> Runner:
+    agents: Any = importlib.import_module("agents")
+    responses: Any = importlib.import_module("openai.types.responses")
+    count = _Counter()
+
+    class ScriptedModel(agents.Model):
+        """Asks for `add` n-1 times, then answers with a message (the SDK's custom `Model`)."""
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            i = count.model
+            count.model += 1
+            item: Any
+            if i < n - 1:
+                item = responses.ResponseFunctionToolCall(
+                    type="function_call",
+                    name="add",
+                    arguments=f'{{"a": {i}, "b": 1}}',
+                    call_id=f"call-{i}",
+                )
+            else:
+                text = responses.ResponseOutputText(type="output_text", text="done", annotations=[])
+                item = responses.ResponseOutputMessage(
+                    id=f"msg-{i}",
+                    type="message",
+                    role="assistant",
+                    status="completed",
+                    content=[text],
+                )
+            return agents.ModelResponse(output=[item], usage=agents.Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the benchmark does not stream")
+
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        count.tool += 1
+        return a + b
+
+    agent = agents.Agent(name="Calc", model=ScriptedModel(), tools=[agents.function_tool(add)])
+    config = agents.RunConfig(tracing_disabled=True)  # no OpenAI key: no trace export
+
+    async def run() -> tuple[int, int]:
+        count.reset()
+        result = await agents.Runner.run(agent, "go", max_turns=n, run_config=config)
+        assert result.final_output == "done", result.final_output
+        outputs = sum(1 for item in result.new_items if type(item).__name__ == "ToolCallOutputItem")
+        counted = (count.model, count.tool)
+        _verify("OpenAI Agents SDK", n, counted, (len(result.raw_responses), outputs))
         return counted
 
     return run
@@ -259,8 +317,8 @@ PEERS: list[Peer] = [
     ),
     Peer(
         "LangGraph",
-        modules=("langgraph", "langchain_core"),
-        distributions=("langgraph", "langchain-core"),
+        modules=("langgraph", "langchain_core", "langchain"),
+        distributions=("langgraph", "langchain-core", "langchain"),
         build=_langgraph,
     ),
     Peer(
@@ -268,6 +326,12 @@ PEERS: list[Peer] = [
         modules=("smolagents",),
         distributions=("smolagents",),
         build=_smolagents,
+    ),
+    Peer(
+        "OpenAI Agents SDK",
+        modules=("agents",),
+        distributions=("openai-agents",),
+        build=_openai_agents,
     ),
 ]
 """The peers W1 compares against, in table order."""

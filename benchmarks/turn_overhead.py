@@ -23,7 +23,7 @@ import tracemalloc
 from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.models import ScriptedModel, reply
+from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 
 @tool
@@ -37,6 +37,26 @@ def tool_loop(n: int) -> Workflow:
     replies: list[Any] = [reply.tool("add", a=i, b=1) for i in range(n - 1)]
     replies.append("done")
     agent = Agent("Calc", model=ScriptedModel(replies), tools=[add], rescue=False)
+    return Workflow("bench", [loop(steps=[agent], until=until_answered, max_iterations=n)])
+
+
+def function_loop(n: int, *, asynchronous: bool = False) -> Workflow:
+    """The same loop on a `FunctionModel` whose O(1) function decides from the number of
+    messages it is sent (1, 3, 5, ...: call `i` sees `2i + 1`), rescue on (the default).
+
+    `asynchronous` makes the function an `async def`. The sync one is passed as is
+    (`FunctionModel(fn)`), as a user would write it.
+    """
+
+    def decide(request: Any) -> Any:
+        i = len(request.messages) // 2
+        return reply.tool("add", a=i, b=1) if i < n - 1 else "done"
+
+    async def decide_async(request: Any) -> Any:
+        return decide(request)
+
+    model = FunctionModel(decide_async if asynchronous else decide)
+    agent = Agent("Calc", model=model, tools=[add])
     return Workflow("bench", [loop(steps=[agent], until=until_answered, max_iterations=n)])
 
 

@@ -1,8 +1,9 @@
-"""The workloads `python -m benchmarks` runs: W1, W2 and W5 in process, the others as scripts.
+"""The workloads `python -m benchmarks` runs: W1 in child processes, W2 and W5 in process, the
+others as scripts.
 
-- W1 per-turn overhead: thena_nb's tool loop (`turn_overhead.tool_loop`) and the same loop on
-  every installed peer (`peers.PEERS`), interleaved round by round in one process so that a
-  busy machine slows them alike; medians of wall and CPU time, and peer ÷ thena_nb ratios.
+- W1 per-turn cost of a tool loop: thena_nb's default path, then lighter configurations,
+  then every installed peer (`peers.PEERS`), each configuration and N in processes of its
+  own (`benchmarks.w1`, `benchmarks.w1_child`); CPU and wall medians, peer ÷ default ratios.
 - W2 parallel: two branches whose models take 100 ms each; wall time against 100 ms.
 - W5 memory: bytes kept per recorded turn of a 10,000-turn run, beyond the model's own text.
 - W3 notebook views, W4 store, W6 rescue throughput, W7 run diffs: their scripts, run as
@@ -21,12 +22,11 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers import PEERS, Peer, Runner
-from benchmarks.turn_overhead import add, run_once, tool_loop
+from benchmarks.turn_overhead import add
 from thena_nb import Agent, Workflow, loop, parallel, until_answered
 from thena_nb.models import ScriptedModel, reply
 
@@ -42,227 +42,14 @@ PEER_LIMIT_S = 30.0
 # -- W1 --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class W1Plan:
-    """How many interleaved rounds each N gets, and how many runs of thena_nb per round."""
-
-    n: int
-    rounds: int
-    ours_per_round: int
-    peers: bool
-    """Whether the peers run at this N at all."""
-    peer_rounds: int
-
-
-FULL_PLAN = [
-    W1Plan(20, rounds=60, ours_per_round=5, peers=True, peer_rounds=60),
-    W1Plan(200, rounds=12, ours_per_round=3, peers=True, peer_rounds=12),
-    W1Plan(2000, rounds=6, ours_per_round=2, peers=True, peer_rounds=3),
-]
-QUICK_PLAN = [
-    W1Plan(20, rounds=5, ours_per_round=3, peers=True, peer_rounds=5),
-    W1Plan(200, rounds=3, ours_per_round=1, peers=False, peer_rounds=0),
-    W1Plan(2000, rounds=2, ours_per_round=1, peers=False, peer_rounds=0),
-]
-
-
-@dataclass
-class _Series:
-    """One framework's samples at one N."""
-
-    framework: str
-    n: int
-    runner: Runner | None = None
-    status: str = "measured"
-    note: str = ""
-    walls: list[float] = field(default_factory=list)
-    cpus: list[float] = field(default_factory=list)
-    counts: tuple[int, int] | None = None
-
-    async def sample(self) -> None:
-        assert self.runner is not None
-        gc.collect()
-        w0, c0 = time.perf_counter(), time.process_time()
-        counts = await self.runner()
-        self.walls.append(time.perf_counter() - w0)
-        self.cpus.append(time.process_time() - c0)
-        self.counts = counts
-
-    def fail(self, exc: BaseException) -> None:
-        self.status = "error"
-        self.note = f"{type(exc).__name__}: {exc}"
-        self.runner = None
-
-    def row(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n": self.n,
-            "framework": self.framework,
-            "status": self.status,
-            "note": self.note,
-            "samples": len(self.walls),
-        }
-        if self.status == "measured" and self.walls:
-            per_turn = 1e6 / self.n
-            out.update(
-                median_wall_us_per_turn=statistics.median(self.walls) * per_turn,
-                best_wall_us_per_turn=min(self.walls) * per_turn,
-                median_cpu_us_per_turn=statistics.median(self.cpus) * per_turn,
-                median_run_s=statistics.median(self.walls),
-                model_calls=self.counts[0] if self.counts else None,
-                tool_calls=self.counts[1] if self.counts else None,
-                verified=self.counts == (self.n, self.n - 1),
-            )
-        return out
-
-
-def _ours(n: int) -> Runner:
-    wf = tool_loop(n)
-
-    async def run() -> tuple[int, int]:
-        await run_once(wf, n)  # raises unless exactly n model calls and n - 1 tool calls
-        return n, n - 1
-
-    return run
-
-
-def _too_slow(rows: dict[tuple[str, int], dict[str, Any]], name: str, n: int) -> str | None:
-    """Why `name` is not run at `n`, judged from its 20- and 200-turn runs; else `None`."""
-    small, mid = rows.get((name, 20)), rows.get((name, 200))
-    if not small or not mid or "median_run_s" not in mid:
-        return None
-    growth = max(1.0, mid["median_wall_us_per_turn"] / small["median_wall_us_per_turn"])
-    estimate = mid["median_run_s"] * (n / 200) * growth
-    if estimate <= PEER_LIMIT_S:
-        return None
-    return (
-        f"one run at N={n:,} would take about {estimate:,.0f} s (> {PEER_LIMIT_S:.0f} s; "
-        f"µs/turn grew {growth:.1f}× from N=20 to N=200), so measured at N=20 and 200 only"
-    )
-
-
-async def _w1(plan: list[W1Plan], peers: list[Peer], log: Callable[[str], None]) -> dict[str, Any]:
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    notes: list[str] = []
-    present = []
-    for peer in peers:
-        missing = peer.missing()
-        if missing:
-            notes.append(
-                f"{peer.name} skipped: not installed (needs {', '.join(missing)}; "
-                f'pip install -e ".[bench]")'
-            )
-        else:
-            present.append(peer)
-    if present and not all(step.peers for step in plan):
-        ns = ", ".join(f"{step.n:,}" for step in plan if step.peers)
-        notes.append(f"quick run: the peers run at N={ns} only")
-    for step in plan:
-        series = [_Series(OURS, step.n, _ours(step.n))]
-        for peer in present:
-            s = _Series(peer.name, step.n)
-            if not step.peers:
-                s.status = "skipped"
-            elif (reason := _too_slow(rows, peer.name, step.n)) is not None:
-                s.status, s.note = "skipped", reason
-            else:
-                try:
-                    s.runner = peer.build(step.n)
-                except Exception as exc:  # a peer's API changed: report it, go on
-                    s.fail(exc)
-            series.append(s)
-        log(f"W1 N={step.n:,}: " + ", ".join(s.framework for s in series if s.runner))
-        # Warm-up: one run of each, not timed (imports, caches, first-call set-up).
-        for s in series:
-            if s.runner is not None:
-                try:
-                    w0 = time.perf_counter()
-                    await s.runner()
-                    if s.framework != OURS and time.perf_counter() - w0 > PEER_LIMIT_S:
-                        s.status, s.runner = "skipped", None
-                        s.note = f"one run took more than {PEER_LIMIT_S:.0f} s"
-                except Exception as exc:
-                    if s.framework == OURS:
-                        raise
-                    s.fail(exc)
-        for r in range(step.rounds):
-            for s in series:
-                if s.runner is None:
-                    continue
-                if s.framework == OURS:
-                    for _ in range(step.ours_per_round):
-                        await s.sample()
-                elif r < step.peer_rounds:
-                    try:
-                        await s.sample()
-                    except Exception as exc:
-                        s.fail(exc)
-        ours = series[0].row()
-        for s in series:
-            row = s.row()
-            if s is not series[0] and "median_wall_us_per_turn" in row:
-                row["ratio_wall"] = row["median_wall_us_per_turn"] / ours["median_wall_us_per_turn"]
-                row["ratio_cpu"] = row["median_cpu_us_per_turn"] / ours["median_cpu_us_per_turn"]
-            rows[(s.framework, step.n)] = row
-            if row["status"] != "measured" and row["note"]:
-                notes.append(f"{s.framework} at N={step.n:,}: {row['note']}")
-    return _w1_summary(plan, list(rows.values()), notes, [p.name for p in peers])
-
-
-def _w1_summary(
-    plan: list[W1Plan], rows: list[dict[str, Any]], notes: list[str], peer_names: list[str]
+def w1(
+    *, quick: bool, log: Callable[[str], None] = print, code: str | None = None, peers: bool = True
 ) -> dict[str, Any]:
-    ours = {r["n"]: r for r in rows if r["framework"] == OURS}
-    first, last = plan[0].n, plan[-1].n
-    checks = []
-    for n, r in ours.items():
-        checks.append(
-            {
-                "target": f"N={n:,}: under 25 µs per turn (CPU)",
-                "value": r["median_cpu_us_per_turn"],
-                "limit": 25.0,
-                "ok": r["median_cpu_us_per_turn"] < 25.0,
-            }
-        )
-    for n, want in ((20, 10.0), (200, 30.0)):
-        peers_at_n = [
-            r for r in rows if r["n"] == n and r["framework"] != OURS and "ratio_cpu" in r
-        ]
-        if peers_at_n:
-            fastest = min(peers_at_n, key=lambda r: r["median_cpu_us_per_turn"])
-            checks.append(
-                {
-                    "target": f"N={n:,}: at least {want:.0f}× below the fastest peer "
-                    f"({fastest['framework']}, CPU)",
-                    "value": fastest["ratio_cpu"],
-                    "limit": want,
-                    "ok": fastest["ratio_cpu"] >= want,
-                }
-            )
-    flat_wall = ours[last]["median_wall_us_per_turn"] / ours[first]["median_wall_us_per_turn"]
-    flat_cpu = ours[last]["median_cpu_us_per_turn"] / ours[first]["median_cpu_us_per_turn"]
-    checks.append(
-        {
-            "target": f"N={last:,} within 1.2× of N={first:,} (CPU µs/turn)",
-            "value": flat_cpu,
-            "limit": 1.2,
-            "ok": flat_cpu <= 1.2,
-        }
-    )
-    return {
-        "workload": "W1",
-        "title": "per-turn overhead of the tool loop",
-        "frameworks": [OURS, *peer_names],
-        "rows": rows,
-        "flatness_wall": flat_wall,
-        "flatness_cpu": flat_cpu,
-        "checks": checks,
-        "notes": notes,
-    }
+    """W1 on thena_nb's configurations and every installed peer, each in its own process
+    (`benchmarks.w1`)."""
+    from benchmarks import w1 as w1_module
 
-
-def w1(*, quick: bool, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """W1 on thena_nb and every installed peer, in this process."""
-    return asyncio.run(_w1(QUICK_PLAN if quick else FULL_PLAN, PEERS, log))
+    return w1_module.w1(quick=quick, log=log, code=code, peers=peers)
 
 
 # -- W2 --------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PEERS = ["pydantic-ai", "LangGraph", "smolagents"]
+PEERS = ["pydantic-ai", "LangGraph", "smolagents", "OpenAI Agents SDK"]
+CONFIGS = ["default", "sync", "async", "stripped"]
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +39,65 @@ def test_writes_only_the_selected_workloads(report: dict[str, Any]) -> None:
     assert report["machine"]["packages"]["thena_nb"] != "absent"
 
 
-def test_w1_verifies_call_counts_of_thena_nb(report: dict[str, Any]) -> None:
+def test_w1_measures_every_configuration_default_path_first(report: dict[str, Any]) -> None:
     w1 = report["results"]["W1"]
-    ours = {r["n"]: r for r in w1["rows"] if r["framework"] == "thena_nb"}
-    assert sorted(ours) == [20, 200, 2000]
-    for n, row in ours.items():
+    ours = [r for r in w1["rows"] if r["framework"] == "thena_nb"]
+    assert list(dict.fromkeys(r["config"] for r in ours)) == CONFIGS
+    assert list(w1["configs"]) == CONFIGS
+    for config in CONFIGS:
+        sizes = [r["n"] for r in ours if r["config"] == config]
+        assert sizes == ([1, 20, 200, 1000] if config == "stripped" else [1, 20, 200])
+    for row in ours:
+        n = row["n"]
         assert row["status"] == "measured"
         assert (row["model_calls"], row["tool_calls"]) == (n, n - 1)
         assert row["verified"] is True
-        assert row["samples"] >= 1
-        assert row["median_cpu_us_per_turn"] > 0 and row["median_wall_us_per_turn"] > 0
-    assert {"flatness_wall", "flatness_cpu", "checks", "notes"} <= set(w1)
-    assert all({"target", "value", "limit", "ok"} <= set(c) for c in w1["checks"])
+        assert row["samples"] >= 1 and row["processes"] == 1
+        assert row["median_cpu_us"] > 0 and row["median_wall_us"] > 0
+        assert row["unit"] == ("µs per run" if n == 1 else "µs per turn")
+        assert Path(row["code"]) == ROOT  # thena_nb from this checkout
+
+
+def test_w1_checks_are_the_targets(report: dict[str, Any]) -> None:
+    checks = {c["target"]: c for c in report["results"]["W1"]["checks"]}
+    limits = {t.split(":")[0]: c["limit"] for t, c in checks.items()}
+    assert limits["default path, N=200"] == 75.0
+    assert limits["default path, N=20"] == 120.0
+    assert limits["default path, one-turn run"] == 400.0
+    assert limits["stripped, N=200"] == 20.0
+    assert limits["stripped, N=1,000 ÷ N=200 (CPU µs per turn)"] == 1.3
+    for check in checks.values():
+        assert check["ok"] is (
+            check["value"] >= check["limit"]
+            if "smolagents" in check["target"]
+            else check["value"] <= check["limit"]
+        )
+
+
+def test_w1_child_checks_the_default_store(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.w1_child", "default", "3", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["config"], out["n"], out["model_calls"], out["tool_calls"]) == ("default", 3, 3, 2)
+    assert out["stored_turns"] == 3 and len(out["cpu_s"]) == len(out["wall_s"]) == 1
+
+
+def test_w1_child_rejects_an_unknown_configuration() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.w1_child", "fastest", "3", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "unknown configuration 'fastest'; choose from default, sync" in proc.stderr
 
 
 @pytest.mark.parametrize("peer", PEERS)
@@ -62,14 +110,25 @@ def test_w1_peer_is_verified_or_skipped_with_a_note(report: dict[str, Any], peer
         assert rows == [], "a peer that is not installed has no rows"
         assert "pip install" in absent[0]
         return
-    at_20 = next(r for r in rows if r["n"] == 20)
+    # A quick run measures the peers at N=20 only, and says so.
+    assert [r["n"] for r in rows] == [20]
+    at_20 = rows[0]
     assert at_20["status"] == "measured", at_20["note"]
     assert (at_20["model_calls"], at_20["tool_calls"]) == (20, 19)
     assert at_20["verified"] is True
     assert at_20["ratio_cpu"] > 0 and at_20["ratio_wall"] > 0
-    # A quick run measures the peers at N=20 only, and says so.
-    assert {r["status"] for r in rows if r["n"] != 20} == {"skipped"}
     assert any("quick run" in note for note in w1["notes"])
+
+
+def test_w1_table_has_a_row_per_configuration_and_peer(report: dict[str, Any]) -> None:
+    from benchmarks.__main__ import w1_matrix
+
+    header, *rows = w1_matrix(report["results"]["W1"])
+    assert header[1:] == ["N=1 (run)", "N=20", "N=200", "N=1,000"]
+    labels = [r[0] for r in rows]
+    assert labels[:4] == CONFIGS
+    assert all(r[1] and r[2] and r[3] for r in rows[:4])
+    assert rows[3][4] and not rows[0][4]  # only the stripped loop runs at N=1,000
 
 
 def test_w2_and_w5_figures(report: dict[str, Any]) -> None:
