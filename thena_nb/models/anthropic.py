@@ -25,13 +25,16 @@ results shown as text, the opening and continuation prompts) are written once in
 
 SDK errors are mapped in one place, `_map_error`: 408, 409, 429, 5xx (529 overloaded),
 timeouts and dropped connections raise `TransientModelError` for the executor to retry
-(the SDK's own retries are off); anything else raises a final `ModelError`.
+(the SDK's own retries are off); anything else, including an answer that is not JSON or not
+a message, raises a final `ModelError`. What it raises is scrubbed of the API key first
+(`_scrubbed.scrubbed`), the SDK exception kept as `__cause__` included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -50,10 +53,12 @@ try:  # the transport the SDK streams over: httpx2 from anthropic 2.x, httpx bef
 except ImportError:  # pragma: no cover - older SDKs
     import httpx as _http  # type: ignore[no-redef]
 
+from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._retry import status_error, transient_status
+from thena_nb.models._scrubbed import scrubbed
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -153,7 +158,7 @@ class AnthropicModel:
     def __repr__(self) -> str:
         args = [repr(self.name)]
         if self.base_url is not None:
-            args.append(f"base_url={self.base_url!r}")
+            args.append(f"base_url={redact_url(self.base_url)!r}")
         if self._given_client is not None:
             args.append(f"client=<{type(self._given_client).__name__}>")
         if self.timeout != 60.0:
@@ -207,9 +212,33 @@ class AnthropicModel:
                 message = await _stream_message(client, rest, request.on_text_delta)
             else:
                 message = await client.messages.create(**params)
-        except (anthropic.AnthropicError, _http.TransportError, _IncompleteStream) as exc:
-            raise self._map_error(exc, request.agent) from exc
-        return _reply(message)
+        except (
+            anthropic.AnthropicError,
+            _http.TransportError,
+            _IncompleteStream,
+            json.JSONDecodeError,
+        ) as exc:
+            raise scrubbed(
+                self._map_error(exc, request.agent), exc, secrets=self._secrets()
+            ) from exc
+        try:
+            return _reply(message)
+        except (AttributeError, TypeError, ValueError) as exc:  # a 200 that is no message
+            error = ModelError(
+                f"agent {request.agent!r}: model {self.name!r}: the server's answer is not a "
+                f"Messages API message ({type(exc).__name__}: {exc}). Check that `base_url` "
+                "points at an endpoint that speaks the Messages API.",
+                model_name=self.name,
+            )
+            raise scrubbed(error, exc, secrets=self._secrets()) from exc
+
+    def _secrets(self) -> list[str | None]:
+        """The keys this model's requests carry, to scrub from anything it raises."""
+        secrets: list[str | None] = [self._api_key]
+        for client in (self._given_client, self._client):
+            if client is not None:
+                secrets += [client.api_key, client.auth_token]
+        return secrets
 
     def _client_for_running_loop(self, agent: str) -> anthropic.AsyncAnthropic:
         if self._given_client is not None:
@@ -240,6 +269,12 @@ class AnthropicModel:
         where = f"agent {agent!r}: model {self.name!r}"
         if isinstance(exc, anthropic.APIStatusError):
             return self._status_error(exc, where)
+        if isinstance(exc, json.JSONDecodeError):
+            return ModelError(
+                f"{where}: the server's answer is not JSON ({exc.msg}, at character {exc.pos})."
+                " Check that `base_url` points at an endpoint that speaks the Messages API.",
+                model_name=self.name,
+            )
         if isinstance(exc, anthropic.APITimeoutError | _http.TimeoutException):
             return TransientModelError(
                 f"{where} did not answer within {self.timeout}s (timeout).", model_name=self.name
