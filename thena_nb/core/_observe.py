@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from thena_nb.core._reply_check import reply_error, reply_fits
+
 if TYPE_CHECKING:
     from thena_nb.core._run_state import LoopFrame, Position
     from thena_nb.core.agent import Agent
@@ -102,6 +104,12 @@ class _Watched:
         except BaseException as exc:
             self._observer.attempt_failed(handle, exc)
             raise
+        if not reply_fits(reply):  # the turn raises this error, naming the turn
+            where = f"agent {request.agent!r}: model {self.name!r}"
+            error = reply_error(reply, model=self.name, where=where)
+            if error is not None:
+                self._observer.attempt_failed(handle, error)
+                return reply
         self._observer.attempt_finished(handle, reply)
         return reply
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from thena_nb.core import _observe, _portals, _sent
+from thena_nb.core._reply_check import check_reply, reply_fits
 from thena_nb.core._run_state import LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._tool_sources import for_turn
@@ -195,6 +196,8 @@ async def model(
         sent = model_request(agent, history, on_delta)
         asked = _sent.capture(agent, sent, history, run.request_parts)
         reply, attempts = await call_model(agent.model, sent, control)
+        if not reply_fits(reply):  # the model boundary: a Reply, with counts that fit
+            check_reply(reply, model=sent.model, agent=agent.name, turn=len(at.scope.turns))
     usage.add(reply)
     return reply, attempts, asked
 
