@@ -212,25 +212,17 @@ class AnthropicModel:
                 message = await _stream_message(client, rest, request.on_text_delta)
             else:
                 message = await client.messages.create(**params)
+            return _checked_reply(message)
         except (
             anthropic.AnthropicError,
             _http.TransportError,
             _IncompleteStream,
+            _Malformed,
             json.JSONDecodeError,
         ) as exc:
             raise scrubbed(
                 self._map_error(exc, request.agent), exc, secrets=self._secrets()
             ) from exc
-        try:
-            return _reply(message)
-        except (AttributeError, TypeError, ValueError) as exc:  # a 200 that is no message
-            error = ModelError(
-                f"agent {request.agent!r}: model {self.name!r}: the server's answer is not a "
-                f"Messages API message ({type(exc).__name__}: {exc}). Check that `base_url` "
-                "points at an endpoint that speaks the Messages API.",
-                model_name=self.name,
-            )
-            raise scrubbed(error, exc, secrets=self._secrets()) from exc
 
     def _secrets(self) -> list[str | None]:
         """The keys this model's requests carry, to scrub from anything it raises."""
@@ -269,10 +261,15 @@ class AnthropicModel:
         where = f"agent {agent!r}: model {self.name!r}"
         if isinstance(exc, anthropic.APIStatusError):
             return self._status_error(exc, where)
-        if isinstance(exc, json.JSONDecodeError):
+        if isinstance(exc, json.JSONDecodeError | _Malformed):
+            what = (
+                f"not JSON ({exc.msg}, at character {exc.pos})"
+                if isinstance(exc, json.JSONDecodeError)
+                else f"not a Messages API message ({exc})"
+            )
             return ModelError(
-                f"{where}: the server's answer is not JSON ({exc.msg}, at character {exc.pos})."
-                " Check that `base_url` points at an endpoint that speaks the Messages API.",
+                f"{where}: the server's answer is {what}. Check that `base_url` points at an "
+                "endpoint that speaks the Messages API.",
                 model_name=self.name,
             )
         if isinstance(exc, anthropic.APITimeoutError | _http.TimeoutException):
@@ -344,6 +341,18 @@ class _IncompleteStream(Exception):
     """The SSE stream ended without `message_stop`: the connection was cut."""
 
 
+class _Malformed(Exception):
+    """The server answered 200 with JSON that is no message (or no stream event)."""
+
+    @classmethod
+    def of(cls, exc: Exception) -> _Malformed:
+        return cls(f"{type(exc).__name__}: {exc}")
+
+
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, ValueError)
+"""What reading a message the SDK built without validating it raises when it is malformed."""
+
+
 def _body_error(body: object) -> dict[str, Any]:
     if isinstance(body, dict):
         error = body.get("error", body)
@@ -359,15 +368,40 @@ async def _stream_message(
 ) -> anthropic.types.Message:
     stopped = False
     async with client.messages.stream(**params) as stream:
-        async for event in stream:
-            if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                if on_text_delta is not None:
-                    on_text_delta(event.delta.text)
-            elif event.type == "message_stop":
-                stopped = True
+        events = aiter(stream)
+        while True:
+            try:  # only the stream's own failures are a malformed answer, not the listener's
+                event = await anext(events)
+                piece = _text_delta(event)
+                stopped = stopped or event.type == "message_stop"
+            except StopAsyncIteration:
+                break
+            except json.JSONDecodeError:
+                raise
+            except _SHAPE_ERRORS as exc:
+                raise _Malformed.of(exc) from exc
+            if piece is not None and on_text_delta is not None:
+                on_text_delta(piece)
         if not stopped:
             raise _IncompleteStream("the stream ended before `message_stop`")
-        return await stream.get_final_message()
+        try:
+            return await stream.get_final_message()
+        except _SHAPE_ERRORS as exc:
+            raise _Malformed.of(exc) from exc
+
+
+def _text_delta(event: Any) -> str | None:
+    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+        return str(event.delta.text)
+    return None
+
+
+def _checked_reply(message: anthropic.types.Message) -> Reply:
+    """The reply, or `_Malformed` when the answer is not the message it should be."""
+    try:
+        return _reply(message)
+    except _SHAPE_ERRORS as exc:
+        raise _Malformed.of(exc) from exc
 
 
 def _reply(message: anthropic.types.Message) -> Reply:
