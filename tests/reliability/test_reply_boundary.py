@@ -1,7 +1,8 @@
 """The model boundary (`core/_reply_check.py`, checked in the model phase of `core/_turn.py`):
 what a live model call returns must be a `Reply` whose token counts are whole numbers from 0
-to 2**63 - 1, else the turn fails with a clear error naming the model, the agent and the
-turn, before the reply touches the run's usage, its frame or its store."""
+to 2**63 - 1 (`Reply` refuses any other when it is made), else the turn fails with a clear
+error naming the model, the agent and the turn, before the reply touches the run's usage,
+its frame or its store."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from thena_nb import Agent, Budget, ModelError, Workflow, loop, telemetry, tool, until_answered
-from thena_nb.core._reply_check import reply_fits
+from thena_nb.core._reply_check import reply_error
 from thena_nb.models import ModelRequest, Reply, reply
 from thena_nb.store import SqliteRunStore
 
@@ -29,7 +30,8 @@ def add(a: int, b: int) -> int:
 
 
 class Custom:
-    """A hand-written model: a tool call first, then whatever `second` is."""
+    """A hand-written model: a tool call first, then whatever `second` is (or makes, when it
+    is a function: a `Reply` it fails to make fails inside `respond`)."""
 
     name = "custom"
 
@@ -41,7 +43,7 @@ class Custom:
         self.calls += 1
         if self.calls % 2 == 1:
             return reply.tool("add", a=2, b=3, input_tokens=7, output_tokens=1)
-        return self.second
+        return self.second() if callable(self.second) else self.second
 
 
 def _workflow(second: Any, **options: Any) -> Workflow:
@@ -85,12 +87,13 @@ async def test_a_custom_model_returning_no_reply_is_a_type_error_naming_model_an
 async def test_an_impossible_token_count_is_a_model_error_naming_model_and_turn(
     field: str, value: int
 ) -> None:
-    exc, run = await _fails(Reply(text="5", **{field: value}), ModelError)
+    exc, run = await _fails(lambda: Reply(text="5", **{field: value}), ModelError)
     assert str(exc).startswith(f"turn 1 of agent 'Calc': model 'custom' reported {field}={value}:")
     assert "from 0 to 2**63 - 1" in str(exc)
     assert exc.model_name == "custom"  # type: ignore[attr-defined]
     assert run.usage.input_tokens == 7 and run.usage.output_tokens == 1  # never counted
     assert len(run.frame()) == 1  # no OverflowError
+    assert type(exc.__cause__).__name__ == "ValidationError"  # what Reply said, kept
 
 
 async def test_the_largest_count_that_fits_is_accepted_and_stored(tmp_path: Path) -> None:
@@ -107,13 +110,21 @@ async def test_the_largest_count_that_fits_is_accepted_and_stored(tmp_path: Path
 async def test_a_negative_count_can_no_longer_keep_a_budget_from_stopping() -> None:
     """-10,000 tokens a turn used to drive the usage down so that `Budget` never stopped."""
     budget = Budget(max_tokens=100)
-    await _fails(Reply(text="5", input_tokens=-10_000), ModelError, budget=budget)
+    await _fails(lambda: Reply(text="5", input_tokens=-10_000), ModelError, budget=budget)
 
 
-async def test_counts_that_are_no_integers_are_a_model_error() -> None:
-    built = Reply.model_construct(text="5", input_tokens=1.5)  # skips validation
+async def test_counts_that_are_no_whole_numbers_are_a_model_error() -> None:
+    exc, _ = await _fails(lambda: Reply(text="5", input_tokens=1.5), ModelError)
+    assert "model 'custom' reported input_tokens=1.5" in str(exc)
+
+
+async def test_a_subclass_built_without_validation_is_still_checked() -> None:
+    class Tagged(Reply):
+        pass
+
+    built = Tagged.model_construct(text="5", output_tokens=-2)  # skips Reply's validation
     exc, _ = await _fails(built, ModelError)
-    assert "reported input_tokens=1.5" in str(exc)
+    assert str(exc).startswith("turn 1 of agent 'Calc': model 'custom' reported output_tokens=-2")
 
 
 async def test_a_sound_subclass_of_reply_passes_the_boundary() -> None:
@@ -124,10 +135,13 @@ async def test_a_sound_subclass_of_reply_passes_the_boundary() -> None:
     assert run.status == "finished" and run.usage.input_tokens == 10
 
 
-def test_reply_fits_is_the_whole_range_and_nothing_else() -> None:
-    assert reply_fits(Reply()) and reply_fits(Reply(input_tokens=2**63 - 1))
-    assert not reply_fits(Reply(input_tokens=2**63)) and not reply_fits(Reply(output_tokens=-1))
-    assert not reply_fits("text") and not reply_fits(None)
+def test_the_whole_range_of_counts_and_nothing_else_is_a_reply() -> None:
+    assert reply_error(Reply(input_tokens=2**63 - 1), model="m", where="w") is None
+    for bad in (-1, 2**63, 1.5, "many"):
+        with pytest.raises(ValueError):
+            Reply(output_tokens=bad)
+    assert isinstance(reply_error("text", model="m", where="w"), TypeError)
+    assert isinstance(reply_error(None, model="m", where="w"), TypeError)
 
 
 @pytest.fixture

@@ -2,17 +2,23 @@
 
 A reply must be a `Reply` whose token counts are whole numbers from 0 to 2**63 - 1: a
 negative count would shrink the run's usage (a budget would never stop it) and a larger one
-cannot be stored (SQLite integers are 64-bit) nor put in a frame. `reply_fits` is the check
-of every turn, a few integer operations; `check_reply` runs only when it fails and says what
-is wrong, naming the model, the agent and the turn.
+cannot be stored (SQLite integers are 64-bit) nor put in a frame.
+
+`Reply` validates its counts itself when it is made (pydantic's constraints, at no cost to
+a turn), so the model phase only checks the type of what came back (`type(reply) is
+Reply`); `check_reply` looks closer at anything else, and `refused_reply` turns the
+validation error of a `Reply` a model failed to make into a `ModelError`. Both name the
+model, the agent and the turn.
 """
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from thena_nb.core.errors import ModelError
 from thena_nb.core.model import Reply
 
-__all__ = ["TOKEN_COUNTS", "check_reply", "reply_error", "reply_fits"]
+__all__ = ["TOKEN_COUNTS", "check_reply", "refused_reply", "reply_error"]
 
 TOKEN_COUNTS = (
     "input_tokens",
@@ -25,35 +31,14 @@ TOKEN_COUNTS = (
 
 _LIMIT = 2**63
 _PREVIEW = 80
+_COUNTS_RULE = (
+    "token counts must be whole numbers from 0 to 2**63 - 1. The model (or the server behind "
+    "it) counted wrongly; a custom model must report the tokens it used, or 0."
+)
 
 
-def reply_fits(reply: object) -> bool:
-    """Whether `reply` is a `Reply` whose token counts are all in 0 .. 2**63 - 1.
-
-    One `|` of the counts is negative when any is, and has a bit at 63 or above when any is
-    that large. A subclass of `Reply`, or counts that are not integers, give `False`, and
-    `check_reply` looks closer.
-
-    Example:
-        >>> reply_fits(Reply(text="hi", input_tokens=12)), reply_fits("hi")
-        (True, False)
-        >>> reply_fits(Reply(output_tokens=-1)), reply_fits(Reply(input_tokens=10**30))
-        (False, False)
-    """
-    try:
-        return (
-            type(reply) is Reply
-            and not (
-                reply.input_tokens
-                | reply.output_tokens
-                | reply.cache_read_tokens
-                | reply.cache_write_tokens
-                | reply.reasoning_tokens
-            )
-            >> 63
-        )
-    except TypeError:  # a count that is no integer (a reply built with `model_construct`)
-        return False
+def _where(model: str, agent: str, turn: int) -> str:
+    return f"turn {turn} of agent {agent!r}: model {model!r}"
 
 
 def check_reply(reply: object, *, model: str, agent: str, turn: int) -> None:
@@ -75,15 +60,21 @@ def check_reply(reply: object, *, model: str, agent: str, turn: int) -> None:
         ...
         TypeError: turn 2 of agent 'A': model 'mine' returned a str ('hi'), not a `Reply`. ...
     """
-    where = f"turn {turn} of agent {agent!r}: model {model!r}"
-    error = reply_error(reply, model=model, where=where)
+    error = reply_error(reply, model=model, where=_where(model, agent, turn))
     if error is not None:
         raise error
 
 
 def reply_error(reply: object, *, model: str, where: str) -> TypeError | ModelError | None:
     """What is wrong with `reply` as the error to raise (its message starts with `where`),
-    or `None` when nothing is."""
+    or `None` when nothing is.
+
+    Example:
+        >>> reply_error(Reply(text="hi"), model="m", where="here") is None
+        True
+        >>> reply_error(Reply.model_construct(input_tokens=-3), model="m", where="here")
+        ModelError('here reported input_tokens=-3: token counts must be ...')
+    """
     if not isinstance(reply, Reply):
         shown = repr(reply)
         if len(shown) > _PREVIEW:
@@ -97,9 +88,32 @@ def reply_error(reply: object, *, model: str, where: str) -> TypeError | ModelEr
         value = getattr(reply, name, None)
         if not isinstance(value, int) or not 0 <= value < _LIMIT:
             return ModelError(
-                f"{where} reported {name}={value!r}: token counts must be whole numbers from 0 "
-                "to 2**63 - 1. The model (or the server behind it) counted wrongly; a custom "
-                "model must report the tokens it used, or 0.",
-                model_name=model,
+                f"{where} reported {name}={value!r}: {_COUNTS_RULE}", model_name=model
             )
     return None
+
+
+def refused_reply(
+    exc: ValidationError, *, model: str, agent: str, turn: int | None = None
+) -> ModelError | None:
+    """The error for a model whose `Reply` was refused when it made it (e.g. a negative
+    token count), or `None` when `exc` is about something else than a `Reply`. An adapter,
+    which does not know the turn, leaves `turn` out.
+
+    Example:
+        >>> try:
+        ...     Reply(output_tokens=10**30)
+        ... except ValidationError as exc:
+        ...     print(refused_reply(exc, model="m", agent="A", turn=0))  # doctest: +ELLIPSIS
+        turn 0 of agent 'A': model 'm' reported output_tokens=1000000000000000000000000000000: ...
+    """
+    if exc.title != "Reply":
+        return None
+    where = f"agent {agent!r}: model {model!r}" if turn is None else _where(model, agent, turn)
+    first = exc.errors()[0]
+    name = ".".join(str(part) for part in first["loc"])
+    if name in TOKEN_COUNTS:
+        text = f"{where} reported {name}={first['input']!r}: {_COUNTS_RULE}"
+    else:
+        text = f"{where} made a `Reply` that is not valid: {exc}"
+    return ModelError(text, model_name=model)

@@ -53,6 +53,9 @@ try:  # the transport the SDK streams over: httpx2 from anthropic 2.x, httpx bef
 except ImportError:  # pragma: no cover - older SDKs
     import httpx as _http  # type: ignore[no-redef]
 
+from pydantic import ValidationError
+
+from thena_nb.core._reply_check import refused_reply
 from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
@@ -261,6 +264,10 @@ class AnthropicModel:
         where = f"agent {agent!r}: model {self.name!r}"
         if isinstance(exc, anthropic.APIStatusError):
             return self._status_error(exc, where)
+        if isinstance(exc, _Malformed) and isinstance(exc.__cause__, ValidationError):
+            refused = refused_reply(exc.__cause__, model=self.name, agent=agent)
+            if refused is not None:  # e.g. a negative token count
+                return refused
         if isinstance(exc, json.JSONDecodeError | _Malformed):
             what = (
                 f"not JSON ({exc.msg}, at character {exc.pos})"

@@ -37,6 +37,9 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import ValidationError
+
+from thena_nb.core._reply_check import refused_reply
 from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply, ToolSpec
@@ -316,6 +319,10 @@ class OpenAICompatModel:
 
     def _malformed(self, exc: Exception, agent: str, what: str) -> ModelError:
         """The error for an answer that is not the chat completion (or chunk) it should be."""
+        if isinstance(exc, ValidationError):
+            refused = refused_reply(exc, model=self.name, agent=agent)
+            if refused is not None:  # e.g. a negative token count
+                return scrubbed(refused, exc, secrets=self._secrets())
         error = ModelError(
             f"{self._describe(agent)}: the server's answer is not a chat {what} "
             f"({type(exc).__name__}: {exc}). Check that `base_url` points at an endpoint that "
