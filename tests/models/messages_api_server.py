@@ -2,7 +2,8 @@
 
 It answers `POST /v1/messages` with scripted replies, as JSON or as an SSE stream, fails on
 demand (an error status with headers, a reply slower than the client's timeout, a connection
-cut mid-reply, an `error` event inside a stream), and checks every request the way the
+cut mid-reply, an `error` event inside a stream, an error that echoes the API key, a raw
+body that is no API answer), and checks every request the way the
 real API does: roles alternate and start with `user`, each `tool_result` answers a
 `tool_use` of the previous message and comes first in its message, every `tool_use` is
 answered, no empty text blocks, at most four `cache_control` breakpoints. A request it
@@ -42,6 +43,8 @@ __all__ = [
     "MessagesAPIServer",
     "RecordedRequest",
     "drop",
+    "echo_key",
+    "raw",
     "redacted_thinking_block",
     "slow",
     "status",
@@ -100,11 +103,13 @@ class Answer:
 class Fault:
     """A failure to serve instead of a reply."""
 
-    kind: Literal["status", "drop", "truncate", "stream_error"]
+    kind: Literal["status", "drop", "truncate", "stream_error", "echo", "raw"]
     status: int = 500
     error_type: str = "api_error"
     message: str = "Internal server error"
     headers: dict[str, str] = field(default_factory=dict)
+    body: str = ""
+    """The bytes of a `raw` fault, as text."""
 
 
 Item = Answer | Fault
@@ -200,6 +205,17 @@ def status(
     """
     kind = error_type or _ERROR_TYPES.get(code, "api_error")
     return Fault("status", code, kind, message or f"scripted {kind}", dict(headers or {}))
+
+
+def echo_key(code: int = 401) -> Fault:
+    """An error status whose body (its message, and a field of its own) and `x-echoed-key`
+    header repeat the API key the request carried, as a careless server or proxy does."""
+    return Fault("echo", code, _ERROR_TYPES.get(code, "api_error"), "invalid x-api-key")
+
+
+def raw(body: str, *, code: int = 200, content_type: str = "application/json") -> Fault:
+    """Answer with `body` as it is (not JSON, or JSON that is no message)."""
+    return Fault("raw", code, "", "", {"content-type": content_type}, body)
 
 
 def drop() -> Fault:
@@ -820,6 +836,20 @@ def _handler_class(server: MessagesAPIServer) -> type[BaseHTTPRequestHandler]:
             self._send_json(code, _error_body(error_type, message), headers)
 
         def _fault(self, record: RecordedRequest, fault: Fault, streaming: bool) -> None:
+            if fault.kind == "echo":
+                headers = record.headers
+                key = headers.get("x-api-key") or _bearer(headers.get("authorization", "")) or ""
+                record.status = fault.status
+                body = _error_body(fault.error_type, f"{fault.message}: {key}")
+                body["received_key"] = key
+                return self._send_json(fault.status, body, {"x-echoed-key": key})
+            if fault.kind == "raw":
+                record.status = fault.status
+                data = fault.body.encode()
+                content_type = fault.headers["content-type"]
+                self._start(fault.status, content_type, {"content-length": str(len(data))})
+                self.wfile.write(data)
+                return self.wfile.flush()
             if fault.kind == "status" or (fault.kind == "stream_error" and not streaming):
                 return self._fail(
                     record, fault.status, fault.error_type, fault.message, fault.headers

@@ -652,9 +652,10 @@ async def test_key_from_environment(
 
 
 def test_repr_skips_defaults() -> None:
-    """The repr shows the model, the URL without credentials, and only non-default options."""
+    """The repr shows the model, the URL with its credentials redacted, and only non-default
+    options."""
     model = OpenAICompatModel("m", base_url="http://u:secret@localhost:8000/v1?k=1")
-    assert repr(model) == "OpenAICompatModel('m', base_url='http://localhost:8000/v1')"
+    assert repr(model) == "OpenAICompatModel('m', base_url='http://***@localhost:8000/v1?k=1')"
     model = OpenAICompatModel("m", base_url="http://h/v1", stream=True, tools_mode="prompt")
     assert repr(model) == (
         "OpenAICompatModel('m', base_url='http://h/v1', stream=True, tools_mode='prompt')"

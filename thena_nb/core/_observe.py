@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from thena_nb.core._reply_check import reply_error
+from thena_nb.core.model import Reply
+
 if TYPE_CHECKING:
     from thena_nb.core._run_state import LoopFrame, Position
     from thena_nb.core.agent import Agent
-    from thena_nb.core.model import Model, ModelRequest, Reply
+    from thena_nb.core.model import Model, ModelRequest
     from thena_nb.core.report import ReportNode
     from thena_nb.core.run import Run
     from thena_nb.core.types import ToolCall, Turn
@@ -102,6 +105,12 @@ class _Watched:
         except BaseException as exc:
             self._observer.attempt_failed(handle, exc)
             raise
+        if type(reply) is not Reply:  # the turn raises this error, naming the turn
+            where = f"agent {request.agent!r}: model {self.name!r}"
+            error = reply_error(reply, model=self.name, where=where)
+            if error is not None:
+                self._observer.attempt_failed(handle, error)
+                return reply
         self._observer.attempt_finished(handle, reply)
         return reply
 

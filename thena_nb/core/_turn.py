@@ -25,7 +25,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from thena_nb.core import _observe, _portals, _sent
+from thena_nb.core._reply_check import check_reply, refused_reply
 from thena_nb.core._run_state import LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._tool_sources import for_turn
@@ -198,7 +201,16 @@ async def model(
         history = at.scope.history
         sent = model_request(agent, history, on_delta)
         asked = _sent.capture(agent, sent, history, run.request_parts)
-        reply, attempts = await call_model(agent.model, sent, control)
+        try:
+            reply, attempts = await call_model(agent.model, sent, control)
+        except ValidationError as exc:  # the model made a Reply with counts that cannot be
+            turn = len(at.scope.turns)
+            refused = refused_reply(exc, model=sent.model, agent=agent.name, turn=turn)
+            if refused is None:
+                raise
+            raise refused from exc
+        if type(reply) is not Reply:  # the model boundary (a Reply checks its own counts)
+            check_reply(reply, model=sent.model, agent=agent.name, turn=len(at.scope.turns))
     usage.add(reply)
     return reply, attempts, asked
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,21 +42,39 @@ class ModelRequest(BaseModel):
     """Streaming adapters call this with each piece of text as it arrives."""
 
 
+_TokenCount = Annotated[int, Field(ge=0, lt=2**63)]
+"""A token count: a whole number from 0 to 2**63 - 1. A negative one would shrink a run's
+usage (a budget would never stop it); a larger one fits no 64-bit store nor frame."""
+
+
 class Reply(BaseModel):
-    """What a model answered: text, native tool calls, finish reason and token counts."""
+    """What a model answered: text, native tool calls, finish reason and token counts.
+
+    Token counts are whole numbers from 0 to 2**63 - 1; any other is refused when the reply
+    is made (a turn whose model made one fails with a `ModelError` naming the model and the
+    turn).
+
+    Example:
+        >>> Reply(text="hi", input_tokens=-1)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for Reply
+        input_tokens
+          Input should be greater than or equal to 0 ...
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     finish_reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    input_tokens: _TokenCount = 0
+    output_tokens: _TokenCount = 0
+    cache_read_tokens: _TokenCount = 0
+    cache_write_tokens: _TokenCount = 0
     reasoning: str | None = None
     """The model's reasoning, apart from `text`; `None` when it showed none."""
-    reasoning_tokens: int = 0
+    reasoning_tokens: _TokenCount = 0
     reasoning_blocks: tuple[dict[str, Any], ...] = Field(default=(), repr=False)
     """The provider's own reasoning blocks, kept as it sent them (e.g. the Messages API's
     `thinking` blocks with their signatures), for the adapter to send back unchanged."""

@@ -8,7 +8,6 @@ wire).
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections.abc import Sequence
 from typing import Any, TypeGuard
@@ -238,7 +237,7 @@ def prepared(item: ScriptItem, call: int) -> Reply | ErrorReply:
 def answer(item: Reply | ErrorReply) -> Reply:
     """The reply, or raise the scripted error of `reply.error(...)`."""
     if isinstance(item, ErrorReply):
-        raise copy.copy(item.exc)  # a fresh copy, so notes never pile up across runs
+        item.raise_it()  # the very exception given, without what earlier runs added
     return item
 
 

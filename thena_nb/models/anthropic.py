@@ -25,13 +25,16 @@ results shown as text, the opening and continuation prompts) are written once in
 
 SDK errors are mapped in one place, `_map_error`: 408, 409, 429, 5xx (529 overloaded),
 timeouts and dropped connections raise `TransientModelError` for the executor to retry
-(the SDK's own retries are off); anything else raises a final `ModelError`.
+(the SDK's own retries are off); anything else, including an answer that is not JSON or not
+a message, raises a final `ModelError`. What it raises is scrubbed of the API key first
+(`_scrubbed.scrubbed`), the SDK exception kept as `__cause__` included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -50,10 +53,15 @@ try:  # the transport the SDK streams over: httpx2 from anthropic 2.x, httpx bef
 except ImportError:  # pragma: no cover - older SDKs
     import httpx as _http  # type: ignore[no-redef]
 
+from pydantic import ValidationError
+
+from thena_nb.core._reply_check import refused_reply
+from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._retry import status_error, transient_status
+from thena_nb.models._scrubbed import scrubbed
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -153,7 +161,7 @@ class AnthropicModel:
     def __repr__(self) -> str:
         args = [repr(self.name)]
         if self.base_url is not None:
-            args.append(f"base_url={self.base_url!r}")
+            args.append(f"base_url={redact_url(self.base_url)!r}")
         if self._given_client is not None:
             args.append(f"client=<{type(self._given_client).__name__}>")
         if self.timeout != 60.0:
@@ -207,9 +215,25 @@ class AnthropicModel:
                 message = await _stream_message(client, rest, request.on_text_delta)
             else:
                 message = await client.messages.create(**params)
-        except (anthropic.AnthropicError, _http.TransportError, _IncompleteStream) as exc:
-            raise self._map_error(exc, request.agent) from exc
-        return _reply(message)
+            return _checked_reply(message)
+        except (
+            anthropic.AnthropicError,
+            _http.TransportError,
+            _IncompleteStream,
+            _Malformed,
+            json.JSONDecodeError,
+        ) as exc:
+            raise scrubbed(
+                self._map_error(exc, request.agent), exc, secrets=self._secrets()
+            ) from exc
+
+    def _secrets(self) -> list[str | None]:
+        """The keys this model's requests carry, to scrub from anything it raises."""
+        secrets: list[str | None] = [self._api_key]
+        for client in (self._given_client, self._client):
+            if client is not None:
+                secrets += [client.api_key, client.auth_token]
+        return secrets
 
     def _client_for_running_loop(self, agent: str) -> anthropic.AsyncAnthropic:
         if self._given_client is not None:
@@ -249,6 +273,21 @@ class AnthropicModel:
         where = f"agent {agent!r}: model {self.name!r}"
         if isinstance(exc, anthropic.APIStatusError):
             return self._status_error(exc, where)
+        if isinstance(exc, _Malformed) and isinstance(exc.__cause__, ValidationError):
+            refused = refused_reply(exc.__cause__, model=self.name, agent=agent)
+            if refused is not None:  # e.g. a negative token count
+                return refused
+        if isinstance(exc, json.JSONDecodeError | _Malformed):
+            what = (
+                f"not JSON ({exc.msg}, at character {exc.pos})"
+                if isinstance(exc, json.JSONDecodeError)
+                else f"not a Messages API message ({exc})"
+            )
+            return ModelError(
+                f"{where}: the server's answer is {what}. Check that `base_url` points at an "
+                "endpoint that speaks the Messages API.",
+                model_name=self.name,
+            )
         if isinstance(exc, anthropic.APITimeoutError | _http.TimeoutException):
             return TransientModelError(
                 f"{where} did not answer within {self.timeout}s (timeout).", model_name=self.name
@@ -318,6 +357,18 @@ class _IncompleteStream(Exception):
     """The SSE stream ended without `message_stop`: the connection was cut."""
 
 
+class _Malformed(Exception):
+    """The server answered 200 with JSON that is no message (or no stream event)."""
+
+    @classmethod
+    def of(cls, exc: Exception) -> _Malformed:
+        return cls(f"{type(exc).__name__}: {exc}")
+
+
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, ValueError)
+"""What reading a message the SDK built without validating it raises when it is malformed."""
+
+
 def _body_error(body: object) -> dict[str, Any]:
     if isinstance(body, dict):
         error = body.get("error", body)
@@ -333,15 +384,40 @@ async def _stream_message(
 ) -> anthropic.types.Message:
     stopped = False
     async with client.messages.stream(**params) as stream:
-        async for event in stream:
-            if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                if on_text_delta is not None:
-                    on_text_delta(event.delta.text)
-            elif event.type == "message_stop":
-                stopped = True
+        events = aiter(stream)
+        while True:
+            try:  # only the stream's own failures are a malformed answer, not the listener's
+                event = await anext(events)
+                piece = _text_delta(event)
+                stopped = stopped or event.type == "message_stop"
+            except StopAsyncIteration:
+                break
+            except json.JSONDecodeError:
+                raise
+            except _SHAPE_ERRORS as exc:
+                raise _Malformed.of(exc) from exc
+            if piece is not None and on_text_delta is not None:
+                on_text_delta(piece)
         if not stopped:
             raise _IncompleteStream("the stream ended before `message_stop`")
-        return await stream.get_final_message()
+        try:
+            return await stream.get_final_message()
+        except _SHAPE_ERRORS as exc:
+            raise _Malformed.of(exc) from exc
+
+
+def _text_delta(event: Any) -> str | None:
+    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+        return str(event.delta.text)
+    return None
+
+
+def _checked_reply(message: anthropic.types.Message) -> Reply:
+    """The reply, or `_Malformed` when the answer is not the message it should be."""
+    try:
+        return _reply(message)
+    except _SHAPE_ERRORS as exc:
+        raise _Malformed.of(exc) from exc
 
 
 def _reply(message: anthropic.types.Message) -> Reply:

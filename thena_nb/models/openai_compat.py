@@ -37,10 +37,15 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import ValidationError
+
+from thena_nb.core._reply_check import refused_reply
+from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._retry import status_error
+from thena_nb.models._scrubbed import scrubbed
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -196,7 +201,7 @@ class OpenAICompatModel:
         self._client = client
 
     def __repr__(self) -> str:
-        parts = [repr(self.model), f"base_url={_safe_url(self.base_url)!r}"]
+        parts = [repr(self.model), f"base_url={redact_url(self.base_url or '')!r}"]
         if self.stream:
             parts.append("stream=True")
         if self.tools_mode != "auto":
@@ -300,7 +305,10 @@ class OpenAICompatModel:
         builder = _StreamedReply()
         async with stream:
             async for chunk in stream:
-                piece = builder.add(chunk)
+                try:
+                    piece = builder.add(chunk)
+                except (AttributeError, TypeError, ValueError) as exc:
+                    raise self._malformed(exc, request.agent, "chunk") from exc
                 if piece and request.on_text_delta is not None:
                     request.on_text_delta(piece)
         if not builder.choices:
@@ -308,14 +316,35 @@ class OpenAICompatModel:
                 f"{self._describe(request.agent)}: the stream ended without an answer",
                 model_name=self.name,
             )
-        return builder.reply()
+        try:
+            return builder.reply()
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._malformed(exc, request.agent, "chunk") from exc
 
     def _reply(self, completion: ChatCompletion, agent: str) -> Reply:
-        if not completion.choices:
-            raise ModelError(
-                f"{self._describe(agent)}: the server returned no choices", model_name=self.name
-            )
-        return _reply_from_completion(completion)
+        try:
+            if not completion.choices:
+                raise ModelError(
+                    f"{self._describe(agent)}: the server returned no choices",
+                    model_name=self.name,
+                )
+            return _reply_from_completion(completion)
+        except (AttributeError, TypeError, ValueError) as exc:  # a 200 that is no completion
+            raise self._malformed(exc, agent, "completion") from exc
+
+    def _malformed(self, exc: Exception, agent: str, what: str) -> ModelError:
+        """The error for an answer that is not the chat completion (or chunk) it should be."""
+        if isinstance(exc, ValidationError):
+            refused = refused_reply(exc, model=self.name, agent=agent)
+            if refused is not None:  # e.g. a negative token count
+                return scrubbed(refused, exc, secrets=self._secrets())
+        error = ModelError(
+            f"{self._describe(agent)}: the server's answer is not a chat {what} "
+            f"({type(exc).__name__}: {exc}). Check that `base_url` points at an endpoint that "
+            "speaks the OpenAI chat completions API.",
+            model_name=self.name,
+        )
+        return scrubbed(error, exc, secrets=self._secrets())
 
     def _describe(self, agent: str) -> str:
         return f"agent {agent!r}: model {self.model!r}"
@@ -326,8 +355,16 @@ class OpenAICompatModel:
         try:
             yield
         except openai.OpenAIError as exc:
-            self._scrub_exception(exc)
-            raise self._model_error(exc, self._describe(agent)) from exc
+            error = self._model_error(exc, self._describe(agent))
+            raise scrubbed(error, exc, secrets=self._secrets()) from exc
+        except json.JSONDecodeError as exc:
+            error = ModelError(
+                f"{self._describe(agent)}: the server's answer is not JSON ({exc.msg}, at "
+                f"character {exc.pos}). Check that `base_url` points at an endpoint that speaks "
+                "the OpenAI chat completions API.",
+                model_name=self.name,
+            )
+            raise scrubbed(error, exc, secrets=self._secrets()) from exc
 
     def _model_error(self, exc: openai.OpenAIError, where: str) -> ModelError:
         if isinstance(exc, openai.APITimeoutError):
@@ -342,7 +379,7 @@ class OpenAICompatModel:
             )
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
-            text = self._scrub(f"{where}: HTTP {status}: {_server_message(exc)}")
+            text = f"{where}: HTTP {status}: {_server_message(exc)}"
             return status_error(
                 text, status=status, model_name=self.name, headers=exc.response.headers
             )
@@ -350,26 +387,15 @@ class OpenAICompatModel:
             # An error event inside a stream: no HTTP status, maybe a code in the body.
             code = exc.body.get("code") if isinstance(exc.body, Mapping) else None
             stream_status = code if isinstance(code, int) else None
-            text = self._scrub(f"{where}: error in the stream: {_server_message(exc)}")
+            text = f"{where}: error in the stream: {_server_message(exc)}"
             return status_error(text, status=stream_status, model_name=self.name)
-        return ModelError(
-            self._scrub(f"{where}: {type(exc).__name__}: {exc}"), model_name=self.name
-        )
+        return ModelError(f"{where}: {type(exc).__name__}: {exc}", model_name=self.name)
 
-    def _scrub_exception(self, exc: BaseException) -> None:
-        """Remove the key from the SDK exception that becomes `__cause__`, in case the server
-        echoed it into the message a traceback would print."""
-        exc.args = tuple(self._scrub(a) if isinstance(a, str) else a for a in exc.args)
-        message = getattr(exc, "message", None)
-        if isinstance(message, str):
-            exc.message = self._scrub(message)  # type: ignore[attr-defined]
-
-    def _scrub(self, text: str) -> str:
-        """Remove the key from text a server wrote, in case it echoed it."""
+    def _secrets(self) -> list[str | None]:
+        """The key this model's requests carry, to scrub from anything it raises (with
+        every other secret `core/_secrets.py` `scrub` knows)."""
         key = self._client.api_key
-        if isinstance(key, str) and len(key) >= 8 and key != _PLACEHOLDER_KEY:
-            return text.replace(key, "***")
-        return text
+        return [key] if isinstance(key, str) and key != _PLACEHOLDER_KEY else []
 
 
 # --- history -> chat completions messages --------------------------------------------------

@@ -9,7 +9,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from thena_nb.core.model import Reply
 from thena_nb.core.types import ToolCall
@@ -18,15 +18,51 @@ __all__ = ["ErrorReply", "calls", "error", "text", "tool"]
 
 
 class ErrorReply:
-    """A scripted reply that raises `exc` from the model call instead of answering."""
+    """A scripted reply that raises `exc` from the model call instead of answering.
 
-    __slots__ = ("exc",)
+    It raises `exc` itself, the very object given (so `except` clauses and `pytest.raises`
+    that compare identity see it), as it was given: the notes, traceback and chained
+    exceptions a run added to it are taken off again before each raise, so they never
+    pile up across runs or retries.
+    """
+
+    __slots__ = ("_given", "exc")
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
+        self._given = _state(exc)
+
+    def raise_it(self) -> NoReturn:
+        """Raise `exc`, as it was when this reply was made."""
+        exc = self.exc
+        notes, cause, context, suppress, noted = self._given
+        if notes is None:
+            vars(exc).pop("__notes__", None)
+        else:
+            exc.__notes__ = list(notes)
+        vars(exc).pop("_thena_noted", None)  # where a run added its note
+        if noted:
+            exc._thena_noted = True  # type: ignore[attr-defined]
+        exc.__cause__, exc.__context__, exc.__suppress_context__ = cause, context, suppress
+        raise exc.with_traceback(None)
 
     def __repr__(self) -> str:
         return f"reply.error({self.exc!r})"
+
+
+_Given = tuple[tuple[str, ...] | None, BaseException | None, BaseException | None, bool, bool]
+
+
+def _state(exc: BaseException) -> _Given:
+    """What a run may change on `exc`: its notes, chained exceptions, and the mark of a note."""
+    notes = getattr(exc, "__notes__", None)
+    return (
+        None if notes is None else tuple(notes),
+        exc.__cause__,
+        exc.__context__,
+        exc.__suppress_context__,
+        bool(getattr(exc, "_thena_noted", False)),
+    )
 
 
 def text(
