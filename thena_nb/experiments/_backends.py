@@ -90,8 +90,8 @@ async def _timed(s: Any, timeout: float, store: Any) -> Run:
     # The session ends the run `failed` with this error, and stores it so (core/session.py).
     error = f"TimeoutError: the run took longer than run_timeout={timeout:g} s and was cancelled"
     await _cancel_session(s, error)
-    run: Run = s.result
-    return run
+    ended: Run = s.result
+    return ended
 
 
 async def _cancel_session(s: Any, message: str | None = None) -> None:
