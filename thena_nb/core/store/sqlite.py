@@ -28,7 +28,7 @@ from pydantic import TypeAdapter
 from thena_nb.core.errors import StoreError
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
-from thena_nb.core.store import _owner
+from thena_nb.core.store import _once, _owner
 from thena_nb.core.store._sqlite_file import BUSY_TIMEOUT_MS, open_read_only, prepare
 from thena_nb.core.store.base import (
     STORE_FORMAT,
@@ -267,7 +267,9 @@ class SqliteRunStore:
         run = rebuild_run(
             header,
             records,
-            history=_MESSAGES.validate_json(history) if history is not None else None,
+            history=list(_read(history, [r.turn for r in records]))
+            if history is not None
+            else None,
             report=ReportNode.model_validate_json(report) if report is not None else None,
             parts={key: json.loads(value) for key, value in part_rows},
         )
@@ -406,7 +408,8 @@ class SqliteRunStore:
     def _finish(self, run: Run) -> None:
         header, final = run.header(), run.ending()
         try:
-            history = _MESSAGES.dump_json(run.history).decode()
+            stored = list(_once.stored_messages(run.history, run.turns))  # results once
+            history = _MESSAGES.dump_json(stored).decode()
             # Through `json.dumps`, as `Run.to_json` does, so that `max_fails=inf` stays `inf`.
             report = json.dumps(run.report.model_dump(mode="json"), ensure_ascii=False)
             dumped = {name: json.dumps(final[name], ensure_ascii=False) for name in _JSON_COLUMNS}
@@ -584,7 +587,7 @@ def _state_and_messages(record: TurnRecord) -> tuple[str | None, str]:
     state = record.state
     return (
         json.dumps(state, ensure_ascii=False) if state is not None else None,
-        _MESSAGES.dump_json(list(record.messages)).decode(),
+        _MESSAGES.dump_json(list(_once.stored_messages(record.messages, [record.turn]))).decode(),
     )
 
 
@@ -592,13 +595,19 @@ def _records(rows: list[tuple[Any, ...]]) -> list[TurnRecord]:
     # One validation of every turn at once costs far less than one per turn.
     turns = _TURNS.validate_json(f"[{','.join(r[1] for r in rows)}]")
     return [
-        TurnRecord(
-            turn,
-            json.loads(state) if state is not None else None,
-            _MESSAGES.validate_json(messages) if messages is not None else (),
-        )
+        TurnRecord(turn, json.loads(state) if state is not None else None, _read(messages, [turn]))
         for turn, (_, _, state, messages) in zip(turns, rows, strict=True)
     ]
+
+
+def _read(messages: str | None, turns: list[Turn]) -> tuple[Message, ...]:
+    """Stored messages, with the tool results stored once put back (`_once`)."""
+    if messages is None:
+        return ()
+    out = _MESSAGES.validate_json(messages)
+    if _once.MARK_JSON in messages:
+        out = _once.expanded(out, _once.calls_of(turns))
+    return tuple(out)
 
 
 def _corrupt(store: SqliteRunStore, run_id: str, exc: Exception) -> str:
