@@ -350,26 +350,23 @@ class Session:
             self.breakpoint_hit = self._break_hit
             self._break_hit = None
             self._pause_requested = False
-            self._resume = asyncio.get_running_loop().create_future()
-            self.paused_at = where
-            self._wake()
-            try:
-                await self._resume
-            finally:
-                self._resume = None
-                self.paused_at = None
+            await self._paused(where)
 
-    async def _hold_at_gate(self) -> None:
-        """Pause before the turn's tools until the pending calls are decided (core/gates.py):
-        `step()` and `run()` refuse to go on before that."""
+    async def _paused(self, where: PausePoint) -> None:
+        """Wait at `where` until `run()`, `step()`, a decision or `stop()` lets the run go on."""
         self._resume = asyncio.get_running_loop().create_future()
-        self.paused_at = "tools"
+        self.paused_at = where
         self._wake()
         try:
             await self._resume
         finally:
             self._resume = None
             self.paused_at = None
+
+    async def _hold_at_gate(self) -> None:
+        """Pause before the turn's tools until the pending calls are decided (core/gates.py):
+        `step()` and `run()` refuse to go on before that."""
+        await self._paused("tools")
         if self._control.stop_requested:
             raise Halt("stop")  # stopped while held: no tool of the turn runs
         if self._mode == "step" and self._allowed > 0 and not self._control.pause_before_tools:

@@ -19,6 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from thena_nb.notebook._svg_chart import stop_text
+
 if TYPE_CHECKING:
     from thena_nb.core.report import ReportNode
     from thena_nb.core.types import Turn
@@ -162,7 +164,7 @@ def _draw_loop(ax: Axes, loop_node: ReportNode, loop_turns: list[Turn]) -> None:
     ax.text(
         1.0,
         1.02,
-        _stop_text(loop_node),
+        stop_text(loop_node),
         ha="right",
         va="bottom",
         fontsize=9,
@@ -177,15 +179,3 @@ def plain_text(text: str) -> str:
     """`text` as matplotlib draws it literally: a `$` would start mathtext, which fails on
     (or mangles) names and model text."""
     return text.replace("$", r"\$")
-
-
-def _stop_text(loop_node: ReportNode) -> str:
-    iterations = f"{loop_node.iterations}"
-    if loop_node.max_iterations is not None:
-        iterations += f"/{loop_node.max_iterations}"
-    word = "iteration" if loop_node.iterations == 1 else "iterations"
-    if loop_node.stop_reason is not None:
-        return f"stopped: {loop_node.stop_reason} after {iterations} {word}"
-    if loop_node.error is not None:
-        return f"ended by an error after {iterations} {word}"
-    return f"running: {iterations} {word}"
