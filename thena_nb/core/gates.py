@@ -59,7 +59,7 @@ __all__ = [
     "resume_decisions",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class GateError(ThenaError):

@@ -21,7 +21,7 @@ class ReportNode(BaseModel):
     by index into `run.turns`.
     """
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     kind: ReportNodeKind
     name: str

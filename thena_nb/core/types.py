@@ -43,7 +43,7 @@ RunStatus = Literal["running", "finished", "stopped", "budget", "failed", "waiti
 ToolDecision = Literal["approve", "edit", "reject", "respond"]
 """What a person (or an `approve=` function) decided for a gated call."""
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 _M = TypeVar("_M", bound=BaseModel)
 _new = object.__new__
