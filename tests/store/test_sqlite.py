@@ -141,6 +141,37 @@ def test_default_store_follows_the_environment(
         assert default_store_path() is None and default_store() is None
 
 
+def test_default_store_is_found_again_after_each_change_of_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_defaults: None
+) -> None:
+    """The last lookup is remembered, but a new file name, `off`, a new working directory
+    (for a relative name) or a closed store each give the right store again."""
+    monkeypatch.setenv("THENA_NB_STORE", str(tmp_path / "a.sqlite3"))
+    a = default_store()
+    monkeypatch.setenv("THENA_NB_STORE", str(tmp_path / "b.sqlite3"))
+    b = default_store()
+    assert isinstance(a, SqliteRunStore) and isinstance(b, SqliteRunStore)
+    assert b.path == tmp_path / "b.sqlite3"
+    monkeypatch.setenv("THENA_NB_STORE", "off")
+    assert default_store() is None
+    monkeypatch.setenv("THENA_NB_STORE", str(tmp_path / "a.sqlite3"))
+    assert default_store() is a
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    monkeypatch.setenv("THENA_NB_STORE", "runs.sqlite3")
+    monkeypatch.chdir(tmp_path / "one")
+    one = default_store()
+    monkeypatch.chdir(tmp_path / "two")
+    two = default_store()
+    assert isinstance(one, SqliteRunStore) and isinstance(two, SqliteRunStore)
+    assert (one.path, two.path) == (Path("runs.sqlite3"), Path("runs.sqlite3"))
+    assert one is not two and (tmp_path / "two" / "runs.sqlite3").exists()
+    store_module._defaults.clear()  # a fresh cache (as after the tests' reset) is honoured
+    assert default_store() is not two
+    for store in (a, b, one, two):
+        store.close()
+
+
 @posix_only
 def test_default_store_lives_under_the_data_directory(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_defaults: None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# `_signal` is what `signal` wraps in enum conversions that cost more than a one-turn
+# run's set-up; every `wf.run()` installs its Ctrl-C handler and puts the default back.
+import _signal  # type: ignore[import-not-found]
 import asyncio
 import atexit
 import concurrent.futures
@@ -36,6 +39,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 _local = threading.local()
+_SIGINT = int(signal.SIGINT)
 
 
 def _own_loop() -> asyncio.AbstractEventLoop:
@@ -76,10 +80,10 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
         loop.call_soon_threadsafe(task.cancel)
 
     own = threading.current_thread() is threading.main_thread() and (
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        _signal.getsignal(_SIGINT) is signal.default_int_handler
     )
     if own:
-        signal.signal(signal.SIGINT, on_sigint)
+        _signal.signal(_SIGINT, on_sigint)
     try:
         return loop.run_until_complete(task)
     except asyncio.CancelledError as cancelled:
@@ -96,7 +100,7 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
         raise
     finally:
         if own:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _signal.signal(_SIGINT, signal.default_int_handler)
         _cancel_leftovers(loop, raised_in)
 
 

@@ -26,6 +26,10 @@ _OFF = frozenset({"", "off"})
 
 _defaults: dict[tuple[int, str], SqliteRunStore] = {}
 _defaults_lock = threading.Lock()
+_Setting = tuple[int, str | None, str | None, str | None, str]
+_last: tuple[_Setting, tuple[int, str], SqliteRunStore] | None = None
+"""The setting of the last lookup, its key in `_defaults` and its store: every `wf.run()`
+asks, and working the path out again costs more than a one-turn run's own bookkeeping."""
 
 
 def default_store_path() -> Path | None:
@@ -51,6 +55,13 @@ def default_store() -> RunStore | None:
     One `SqliteRunStore` per file, shared by every run of the process. A file that cannot
     be created gives a warning and no store, so runs still work.
     """
+    global _last
+    env = os.environ  # (a relative path in it depends on the working directory)
+    named, home = env.get(ENV_VAR), env.get("HOME")
+    setting = (os.getpid(), named, env.get("XDG_DATA_HOME"), home, os.getcwd())
+    last = _last
+    if last is not None and last[0] == setting and _defaults.get(last[1]) is last[2]:
+        return last[2]
     path = default_store_path()
     if path is None:
         return None
@@ -78,4 +89,5 @@ def default_store() -> RunStore | None:
                     stacklevel=2,
                 )
             _defaults[key] = store
+        _last = (setting, key, store)
     return store
