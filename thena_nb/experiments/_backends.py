@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 from collections.abc import Awaitable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from thena_nb.core.run import Run
 from thena_nb.core.store._owner import RunInUse
 from thena_nb.core.store.base import records_of
 from thena_nb.core.workflow import Workflow
+from thena_nb.experiments._collector import EXPERIMENT_THRESHOLDS, fewer_collections
 from thena_nb.experiments._gate import Gates, gated
 from thena_nb.experiments._plan import Done, Job, Plan, run_claimed
 from thena_nb.experiments._ray_pickle import dumps_workflows, loads_workflows
@@ -40,7 +42,8 @@ async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gates, *, sto
         for job in queue:
             done(job, await run_live(workflows[job.variant], job, store, timeout))
 
-    await _all(worker() for _ in range(min(plan.concurrency, len(todo))))
+    with fewer_collections():
+        await _all(worker() for _ in range(min(plan.concurrency, len(todo))))
 
 
 async def run_live(workflow: Workflow, job: Job, store: Any, timeout: float | None = None) -> Run:
@@ -266,6 +269,8 @@ class RayWorker:
         gates = Gates(next(iter(workflows.values())).retry.initial_delay)
         self.workflows = {name: gated(wf, gates) for name, wf in workflows.items()}
         self.run_timeout = run_timeout
+        # The actor's process runs nothing but runs, many at once (see `_collector`).
+        gc.set_threshold(*EXPERIMENT_THRESHOLDS)
 
     async def run(self, variant: str, input: str, run_id: str) -> str:
         """One run, as JSON (the store write happens on the driver)."""
