@@ -21,7 +21,9 @@ class ReportNode(BaseModel):
     by index into `run.turns`.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # `inf` (a loop's `max_fails` when off) is written as JSON's `Infinity`, as `json.dumps`
+    # writes it, and read back as `inf`.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     kind: ReportNodeKind
     name: str

@@ -12,6 +12,7 @@ its first turn (`core/store/_owner.py`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -19,7 +20,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from thena_nb.core.errors import StoreError
 from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
 from thena_nb.core.store import _once, _owner
+from thena_nb.core.store._batch import CommitBatch, settle
 from thena_nb.core.store._sqlite_file import BUSY_TIMEOUT_MS, open_read_only, prepare
 from thena_nb.core.store.base import (
     STORE_FORMAT,
@@ -116,6 +118,10 @@ class SqliteRunStore:
         self._renew_at = time.monotonic() + _owner.LEASE_S / 3  # claims start with a lease
         self._refused: set[str] = set()
         """Runs whose claim this store was refused: their ending is not its to write."""
+        self._live: set[str] = set()
+        """Runs started here and not yet ended: while there are several, writes are
+        committed together, once per event-loop pass (`_batch`)."""
+        self._batch = CommitBatch()
         if isinstance(database, sqlite3.Connection):
             self._conn, self._owns, self.path = database, False, None
             self.read_only = not self._prepare(repr(self))
@@ -161,6 +167,8 @@ class SqliteRunStore:
         if thread is not None:
             thread.join()
         with self._lock:
+            if not self._closed:
+                self._flush_locked()
             if self._owns and not self._closed:
                 self._conn.close()
             self._closed = True
@@ -184,12 +192,20 @@ class SqliteRunStore:
         Raises:
             RunInUse: Another writer is running this run now (this process or another).
         """
+        # Not batched: the claim must be settled before the run's first model call.
         self._start(run.header())
+        self._live.add(run.run_id)
 
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit the turn, its state snapshot and its messages (S28)."""
-        if not record.stored:
-            self._write_turn(run.run_id, record, request_parts_of(run, record.turn))
+        if record.stored:
+            return
+        run_id, parts = run.run_id, request_parts_of(run, record.turn)
+        if len(self._live) < 2:
+            self._write_turn(run_id, record, parts)
+            return
+        what = f"store turn {record.turn.index} of run {run_id!r}"
+        await self._batched(what, lambda c: self._turn_rows(c, run_id, record, parts))
 
     async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit a parallel branch's turn as it finishes, while its block is still open
@@ -212,13 +228,20 @@ class SqliteRunStore:
         self._parts_written.pop(run_id, None)
         if run_id in self._refused or not _owner.holds(self._owner, run_id):
             self._refused.discard(run_id)
+            self._live.discard(run_id)
             return  # not its run to end: its claim was refused, or it never started here
         try:
-            self._finish(run)
+            values = self._ending(run)
+            if len(self._live) < 2:
+                with self._writing(f"finish run {run_id!r}") as conn:
+                    _finish_rows(conn, values)
+            else:
+                await self._batched(f"finish run {run_id!r}", lambda c: _finish_rows(c, values))
         except StoreError as exc:
             self._mark_failed(run_id, exc)
             raise
         finally:
+            self._live.discard(run_id)
             _owner.release(self._owner, run_id)
 
     # -- reading --------------------------------------------------------------------------
@@ -355,34 +378,20 @@ class SqliteRunStore:
 
     def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
         turn = record.turn
-        values = (
-            run_id,
-            turn.index,
-            STORE_FORMAT,
-            turn.request_key,
-            turn.input_tokens,
-            turn.output_tokens,
-            turn.model_dump_json(),
-            *_state_and_messages(record),
-        )
         written = self._parts_written.get(run_id)
         new = [k for k in parts if written is None or k not in written]
-        renew = time.monotonic() >= self._renew_at
-        if record.drop_from is not None or new or renew:
+        if record.drop_from is not None or new or time.monotonic() >= self._renew_at:
             with self._writing(f"store turn {turn.index} of run {run_id!r}") as conn:
-                if record.drop_from is not None:
-                    conn.execute(_DELETE_FROM, (run_id, record.drop_from))
-                conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
-                conn.execute(_INSERT_TURN, values)
-                if renew:
-                    self._renew(conn)
-            self._parts_written.setdefault(run_id, set()).update(new)
+                self._turn_rows(conn, run_id, record, parts)
             return
         # The common case, once per turn: one prepared statement, its own transaction.
+        values = _turn_values(run_id, record)
         with self._lock:
             conn = self._conn
             if self._closed or self.read_only:
                 raise StoreError(self._cannot_write(f"store turn {turn.index}"))
+            if self._batch.loop is not None:
+                self._flush_locked()
             try:
                 conn.execute(_INSERT_TURN, values)
                 if conn.in_transaction:  # a connection passed in may open one implicitly
@@ -393,6 +402,18 @@ class SqliteRunStore:
             self._commits += 1
             if self._commits >= CHECKPOINT_EVERY:
                 self._start_checkpoint()
+
+    def _turn_rows(
+        self, conn: sqlite3.Connection, run_id: str, record: TurnRecord, parts: dict[str, Any]
+    ) -> None:
+        """A turn's statements (in a write transaction): stale turns deleted, request parts
+        not yet written, the turn, and the leases renewed when they are due."""
+        if record.drop_from is not None:
+            conn.execute(_DELETE_FROM, (run_id, record.drop_from))
+        self._insert_parts(conn, run_id, parts)
+        conn.execute(_INSERT_TURN, _turn_values(run_id, record))
+        if time.monotonic() >= self._renew_at:
+            self._renew(conn)
 
     def _insert_parts(self, conn: sqlite3.Connection, run_id: str, parts: dict[str, Any]) -> None:
         written = self._parts_written.setdefault(run_id, set())
@@ -405,35 +426,32 @@ class SqliteRunStore:
         self._renew_at = time.monotonic() + _owner.LEASE_S / 3
         conn.execute(_RENEW, (_lease(), self._owner))
 
-    def _finish(self, run: Run) -> None:
+    def _ending(self, run: Run) -> _Ending:
+        """The run's ending as the values `_finish_rows` writes.
+
+        Raises:
+            StoreError: Part of it cannot be written as JSON.
+        """
         header, final = run.header(), run.ending()
         try:
             stored = list(_once.stored_messages(run.history, run.turns))  # results once
             history = _MESSAGES.dump_json(stored).decode()
-            # Through `json.dumps`, as `Run.to_json` does, so that `max_fails=inf` stays `inf`.
-            report = json.dumps(run.report.model_dump(mode="json"), ensure_ascii=False)
-            dumped = {name: json.dumps(final[name], ensure_ascii=False) for name in _JSON_COLUMNS}
+            report = run.report.model_dump_json()  # `max_fails=inf` as `Infinity`
+            dumped = {name: _json(final[name]) for name in _JSON_COLUMNS}
         except (ValueError, TypeError, OverflowError) as exc:
             what = f"{self!r} cannot write the ending of run {run.run_id!r}: {exc}"
             raise StoreError(what) from exc
-        with self._writing(f"finish run {run.run_id!r}") as conn:
-            conn.execute(_INSERT_HEADER, _header_values(header))
-            conn.execute(
-                _FINISH,
-                (
-                    final["status"],
-                    final["finished_at"],
-                    final["error"],
-                    *(dumped[name] for name in _JSON_COLUMNS),
-                    history,
-                    report,
-                    final["replay_diverged_at"],
-                    header["run_id"],
-                ),
-            )
-            conn.execute(_DELETE_FROM, (header["run_id"], len(run.turns)))
-            if final["status"] == "finished":  # else a resume may still reuse them
-                conn.execute(_DELETE_BRANCH, (header["run_id"],))
+        ending = (
+            final["status"],
+            final["finished_at"],
+            final["error"],
+            *(dumped[name] for name in _JSON_COLUMNS),
+            history,
+            report,
+            final["replay_diverged_at"],
+            header["run_id"],
+        )
+        return _header_values(header), ending, len(run.turns), final["status"] == "finished"
 
     def _mark_failed(self, run_id: str, exc: StoreError) -> None:
         """After a failed final write: say so loudly, and mark the stored run `"failed"`
@@ -488,6 +506,8 @@ class SqliteRunStore:
         with self._lock:
             if self._closed or self.read_only:
                 raise StoreError(self._cannot_write(what))
+            if self._batch.loop is not None:
+                self._flush_locked()
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -498,10 +518,65 @@ class SqliteRunStore:
                 conn.commit()
             except sqlite3.Error as exc:
                 _rollback(conn)
+                self._parts_written.clear()  # some may be marked written, and are not
                 raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
             except BaseException:
                 _rollback(conn)
+                self._parts_written.clear()
                 raise
+
+    async def _batched(self, what: str, write: Callable[[sqlite3.Connection], None]) -> None:
+        """Make `write` part of the open batch (opening one if needed) and return once the
+        batch is committed (`_batch`): a write that fails is undone alone."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed or self.read_only:
+                raise StoreError(self._cannot_write(what))
+            conn = self._conn
+            try:
+                if self._batch.loop is not loop:
+                    self._flush_locked()  # (another loop's, from another thread)
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._batch.start(loop, self._commit_batch)
+                conn.execute("SAVEPOINT thena_write")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
+            try:
+                write(conn)
+                conn.execute("RELEASE thena_write")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK TO thena_write")
+                    conn.execute("RELEASE thena_write")
+                self._parts_written.clear()
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
+                raise
+            committed = self._batch.join()
+        await committed
+
+    def _commit_batch(self) -> None:
+        """The open batch's commit, run by its loop after the writes of one pass."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        """Commit the open batch, if any, and wake its writers (call with the lock held)."""
+        loop, waiters = self._batch.take()
+        if loop is None:
+            return
+        try:
+            self._conn.commit()
+        except sqlite3.Error as exc:
+            _rollback(self._conn)
+            self._parts_written.clear()
+            text = f"{self!r} cannot commit the writes of {len(waiters)} runs: {exc}"
+            settle(loop, waiters, lambda: StoreError(text))
+            return
+        settle(loop, waiters, None)
+        self._commits += 1
+        if self._commits >= CHECKPOINT_EVERY:
+            self._start_checkpoint()
 
     @contextlib.contextmanager
     def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -509,6 +584,8 @@ class SqliteRunStore:
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self!r} is closed")
+            if self._batch.loop is not None:
+                self._flush_locked()
             conn = self._conn
             try:
                 conn.execute("BEGIN")
@@ -579,6 +656,40 @@ _MARK_FAILED = (
 _RENEW = "UPDATE thena_runs SET lease_until = ? WHERE owner = ? AND status = 'running'"
 
 
+_Ending = tuple[tuple[Any, ...], tuple[Any, ...], int, bool]
+"""A run's ending as `SqliteRunStore._ending` gives it: its header row, its ending row, its
+turn count, and whether it finished (so that its branch turns can go)."""
+
+
+def _finish_rows(conn: sqlite3.Connection, ending: _Ending) -> None:
+    """A run's ending (in a write transaction): its header if it is not there yet, how it
+    ended, and no stored turn past its last one."""
+    header, values, turns, finished = ending
+    conn.execute(_INSERT_HEADER, header)
+    conn.execute(_FINISH, values)
+    conn.execute(_DELETE_FROM, (header[0], turns))
+    if finished:  # else a resume may still reuse them
+        conn.execute(_DELETE_BRANCH, (header[0],))
+
+
+def _turn_values(run_id: str, record: TurnRecord) -> tuple[Any, ...]:
+    turn = record.turn
+    return (
+        run_id,
+        turn.index,
+        STORE_FORMAT,
+        turn.request_key,
+        turn.input_tokens,
+        turn.output_tokens,
+        turn.model_dump_json(),
+        *_state_and_messages(record),
+    )
+
+
+_json = json.JSONEncoder(ensure_ascii=False).encode
+"""`json.dumps(value, ensure_ascii=False)`, without making an encoder on every call."""
+
+
 def _lease() -> float:
     return time.time() + _owner.LEASE_S
 
@@ -586,7 +697,7 @@ def _lease() -> float:
 def _state_and_messages(record: TurnRecord) -> tuple[str | None, str]:
     state = record.state
     return (
-        json.dumps(state, ensure_ascii=False) if state is not None else None,
+        _json(state) if state is not None else None,
         _MESSAGES.dump_json(list(_once.stored_messages(record.messages, [record.turn]))).decode(),
     )
 
@@ -632,7 +743,7 @@ def _header_values(header: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _part_rows(run_id: str, parts: dict[str, Any], keys: list[str]) -> list[tuple[str, ...]]:
-    return [(run_id, k, json.dumps(parts[k], ensure_ascii=False)) for k in keys]
+    return [(run_id, k, _json(parts[k])) for k in keys]
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

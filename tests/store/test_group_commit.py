@@ -1,0 +1,171 @@
+"""Group commit: while several runs write to one SQLite store at once, their writes are
+committed together, once per event-loop pass, and each still returns only once committed
+(S28: a turn is stored before its run's next turn starts). A lone run commits each turn."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from thena_nb import Agent, Workflow, loop, tool, until_answered
+from thena_nb.core.errors import StoreError
+from thena_nb.models import FunctionModel, ModelRequest, reply
+from thena_nb.store import SqliteRunStore
+
+TURNS = 3
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look it up."""
+    return f"found {q}"
+
+
+def committed_turns(path: Path, run_id: str) -> int:
+    """Turns of `run_id` another connection sees: committed ones only."""
+    with sqlite3.connect(path) as other:
+        row = other.execute("SELECT count(*) FROM thena_turns WHERE run_id = ?", (run_id,))
+        return int(row.fetchone()[0])
+
+
+def three_turns(path: Path, seen: list[tuple[str, int, int]]) -> Workflow:
+    """Each model call first checks, from another connection, that every earlier turn of
+    its run is committed."""
+
+    async def answer(request: ModelRequest) -> object:
+        run_id = str(request.messages[0].content)  # each run's id is its input
+        done = sum(1 for m in request.messages if m.role == "tool")
+        seen.append((run_id, done, committed_turns(path, run_id)))
+        await asyncio.sleep(0)  # let the other runs write in the same pass
+        return reply.tool("lookup", q=str(done)) if done < TURNS - 1 else "done"
+
+    agent = Agent("A", model=FunctionModel(answer), tools=[lookup])
+    return Workflow("group", [loop(steps=[agent], until=until_answered, max_iterations=5)])
+
+
+class Commits:
+    """Counts the COMMITs a connection runs."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.count = 0
+        conn.set_trace_callback(self)
+
+    def __call__(self, statement: str) -> None:
+        self.count += statement.strip().upper() == "COMMIT"
+
+
+def store_on(path: Path) -> tuple[SqliteRunStore, Commits]:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    return SqliteRunStore(conn), Commits(conn)
+
+
+def test_concurrent_runs_share_commits_and_every_turn_is_stored_before_the_next(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store, commits = store_on(path)
+    seen: list[tuple[str, int, int]] = []
+    wf = three_turns(path, seen)
+    runs = 20
+
+    async def main() -> list[object]:
+        return list(
+            await asyncio.gather(
+                *(wf.arun(f"q{i}", store=store, run_id=f"q{i}") for i in range(runs))
+            )
+        )
+
+    before = commits.count
+    done = asyncio.run(main())
+    assert [r.status for r in done] == ["finished"] * runs  # type: ignore[attr-defined]
+    # S28: when turn k's model is called, the run's k earlier turns are committed.
+    assert len(seen) == runs * TURNS
+    assert all(stored == k for _, k, stored in seen), seen
+    for run in done:
+        loaded = store.load(run.run_id)  # type: ignore[attr-defined]
+        assert [t.index for t in loaded.turns] == list(range(TURNS))
+        assert loaded.status == "finished" and loaded.output == "done"
+    # One commit per write would be runs * (1 start + 3 turns + 1 end) = 100.
+    writes = runs * (TURNS + 2)
+    assert commits.count - before < writes / 2, (commits.count - before, writes)
+    store.close()
+
+
+def test_a_lone_run_commits_each_turn_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store, commits = store_on(path)
+    seen: list[tuple[str, int, int]] = []
+    before = commits.count
+    run = three_turns(path, seen).run("q", store=store, run_id="q")
+    assert run.status == "finished"
+    assert [stored for _, _, stored in seen] == [0, 1, 2]
+    # Its start, its first turn (with the request parts) and its end are transactions of
+    # their own; every later turn is one INSERT, committed on its own (no COMMIT statement).
+    assert commits.count - before == 3
+    assert not store._batch.loop  # nothing left open
+    store.close()
+
+
+def test_a_write_that_fails_in_a_batch_fails_its_run_alone(tmp_path: Path) -> None:
+    """A refused turn is undone in its savepoint: the other runs' turns of that pass are
+    committed and their runs finish; the refused run raises `StoreError`."""
+    path = tmp_path / "runs.sqlite3"
+    store, _ = store_on(path)
+    store._conn.execute(
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON thena_turns "
+        "WHEN NEW.run_id = 'bad' AND NEW.idx = 1 BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    )
+    wf = three_turns(path, [])
+
+    async def main() -> list[object]:
+        ids = ["good-1", "bad", "good-2"]
+        runs = (wf.arun(i, store=store, run_id=i) for i in ids)
+        return list(await asyncio.gather(*runs, return_exceptions=True))
+
+    good_1, bad, good_2 = asyncio.run(main())
+    assert isinstance(bad, StoreError) and "refused" in str(bad)
+    for run in (good_1, good_2):
+        assert store.load(run.run_id).status == "finished"  # type: ignore[attr-defined]
+        assert committed_turns(path, run.run_id) == TURNS  # type: ignore[attr-defined]
+    assert committed_turns(path, "bad") == 1
+    store.close()
+
+
+def test_reading_while_a_batch_is_open_commits_it_first(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store, _ = store_on(path)
+    wf = three_turns(path, [])
+    listed: list[int] = []
+
+    async def main() -> None:
+        async def watch() -> None:
+            for _ in range(20):
+                listed.append(len(store.list_runs()))  # a read between the writes
+                await asyncio.sleep(0)
+
+        await asyncio.gather(
+            watch(), *(wf.arun(f"q{i}", store=store, run_id=f"q{i}") for i in range(5))
+        )
+
+    asyncio.run(main())
+    assert listed and max(listed) == 5
+    assert all(r["status"] == "finished" for r in store.list_runs())
+    store.close()
+
+
+@pytest.mark.parametrize("runs", [2, 8])
+def test_closing_the_store_commits_an_open_batch(tmp_path: Path, runs: int) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store, _ = store_on(path)
+    wf = three_turns(path, [])
+
+    async def main() -> None:
+        await asyncio.gather(*(wf.arun(f"q{i}", store=store, run_id=f"q{i}") for i in range(runs)))
+
+    asyncio.run(main())
+    store.close()
+    with SqliteRunStore.from_path(path) as again:
+        assert [r["status"] for r in again.list_runs()] == ["finished"] * runs
