@@ -169,3 +169,28 @@ def test_closing_the_store_commits_an_open_batch(tmp_path: Path, runs: int) -> N
     store.close()
     with SqliteRunStore.from_path(path) as again:
         assert [r["status"] for r in again.list_runs()] == ["finished"] * runs
+
+
+def test_a_claim_made_in_a_batch_still_refuses_a_second_writer(tmp_path: Path) -> None:
+    """With other runs live, starts are batched too; two runs with one id: one is refused
+    before its first model call, and the other is stored whole."""
+    from thena_nb.store import RunInUse
+
+    path = tmp_path / "runs.sqlite3"
+    store, _ = store_on(path)
+    seen: list[tuple[str, int, int]] = []
+    wf = three_turns(path, seen)
+
+    async def main() -> list[object]:
+        others = [wf.arun(f"q{i}", store=store, run_id=f"q{i}") for i in range(3)]
+        twins = [wf.arun("twin", store=store, run_id="twin") for _ in range(2)]
+        return list(await asyncio.gather(*others, *twins, return_exceptions=True))
+
+    *others, a, b = asyncio.run(main())
+    refused = [r for r in (a, b) if isinstance(r, RunInUse)]
+    assert len(refused) == 1, (a, b)
+    assert all(getattr(r, "status", None) == "finished" for r in others)
+    assert sum(1 for run_id, _, _ in seen if run_id == "twin") == TURNS  # one writer called
+    assert store.load("twin").status == "finished"
+    assert committed_turns(path, "twin") == TURNS
+    store.close()

@@ -192,8 +192,12 @@ class SqliteRunStore:
         Raises:
             RunInUse: Another writer is running this run now (this process or another).
         """
-        # Not batched: the claim must be settled before the run's first model call.
-        self._start(run.header())
+        header = run.header()
+        if self._live:  # committed with the other runs' writes, before the first model call
+            await self._batched(f"start run {run.run_id!r}", lambda c: self._claim(c, header))
+        else:
+            with self._writing(f"start run {run.run_id!r}") as conn:
+                self._claim(conn, header)
         self._live.add(run.run_id)
 
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
@@ -353,28 +357,28 @@ class SqliteRunStore:
 
     # -- writing (on the calling thread, under the lock) ----------------------------------
 
-    def _start(self, header: dict[str, Any]) -> None:
+    def _claim(self, conn: sqlite3.Connection, header: dict[str, Any]) -> None:
+        """Claim the run and write its header (in a write transaction)."""
         run_id = header["run_id"]
-        with self._writing(f"start run {run_id!r}") as conn:
-            row = conn.execute(_SELECT_OWNER, (run_id,)).fetchone()
-            if row is not None:
-                status, owner, lease = row
-                taken = status == "running" and owner is not None and owner != self._owner
-                if taken and _owner.owner_alive(owner, lease, time.time()):
-                    self._refused.add(run_id)
-                    raise _owner.RunInUse(run_id, owner, repr(self))
-                if status in _owner.keep_ended.get():
-                    self._refused.add(run_id)
-                    raise _owner.RunInUse(run_id, owner or "?", repr(self), status)
-            if not _owner.hold(self._owner, run_id):
+        row = conn.execute(_SELECT_OWNER, (run_id,)).fetchone()
+        if row is not None:
+            status, owner, lease = row
+            taken = status == "running" and owner is not None and owner != self._owner
+            if taken and _owner.owner_alive(owner, lease, time.time()):
                 self._refused.add(run_id)
-                raise _owner.RunInUse(run_id, self._owner, repr(self))
-            self._refused.discard(run_id)
-            try:
-                conn.execute(_START, (*_header_values(header), self._owner, _lease()))
-            except BaseException:
-                _owner.release(self._owner, run_id)
-                raise
+                raise _owner.RunInUse(run_id, owner, repr(self))
+            if status in _owner.keep_ended.get():
+                self._refused.add(run_id)
+                raise _owner.RunInUse(run_id, owner or "?", repr(self), status)
+        if not _owner.hold(self._owner, run_id):
+            self._refused.add(run_id)
+            raise _owner.RunInUse(run_id, self._owner, repr(self))
+        self._refused.discard(run_id)
+        try:
+            conn.execute(_START, (*_header_values(header), self._owner, _lease()))
+        except BaseException:
+            _owner.release(self._owner, run_id)
+            raise
 
     def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
         turn = record.turn
@@ -418,8 +422,9 @@ class SqliteRunStore:
     def _insert_parts(self, conn: sqlite3.Connection, run_id: str, parts: dict[str, Any]) -> None:
         written = self._parts_written.setdefault(run_id, set())
         new = [k for k in parts if k not in written]
-        conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
-        written.update(new)
+        if new:
+            conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
+            written.update(new)
 
     def _renew(self, conn: sqlite3.Connection) -> None:
         """Renew the leases of this store's open runs (every third of a lease at most)."""
