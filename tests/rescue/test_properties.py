@@ -11,7 +11,7 @@ import sys
 from typing import Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from thena_nb.core.model import ToolSpec
@@ -183,11 +183,17 @@ def test_deterministic(text: str) -> None:
 
 @SETTINGS
 @given(any_text)
+@example(  # a call whose arguments fail validation (`invalid`) takes its id in the count
+    "<|channel|> to=functions.search<|message|><|start|>assistant to=functions.get_weather"
+    "<|message|>}"
+)
 def test_ids_and_reasoning_fields(text: str) -> None:
-    """Ids count calls and refused calls together in text order; at most `MAX_CALLS` are
-    taken; reasoning and text are strings or `None`, as `split_reasoning` finds them."""
+    """Ids count calls, refused calls and invalid calls together in text order; at most
+    `MAX_CALLS` are taken; reasoning and text are strings or `None`, as `split_reasoning`
+    finds them."""
     scan = scan_tool_calls(text, TOOLS, id_prefix="p")
-    ids = sorted(int(c.id.rsplit("-", 1)[1]) for c in scan.calls + scan.refused)
+    found = [*scan.calls, *scan.refused, *scan.invalid]
+    ids = sorted(int(c.id.rsplit("-", 1)[1]) for c in found)
     assert ids == list(range(1, len(ids) + 1))
     assert len(ids) <= MAX_CALLS
     reasoning, rest = split_reasoning(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,11 +32,17 @@ def committed_turns(path: Path, run_id: str) -> int:
         return int(row.fetchone()[0])
 
 
-def three_turns(path: Path, seen: list[tuple[str, int, int]]) -> Workflow:
+def three_turns(
+    path: Path,
+    seen: list[tuple[str, int, int]],
+    before: Callable[[ModelRequest], None] | None = None,
+) -> Workflow:
     """Each model call first checks, from another connection, that every earlier turn of
-    its run is committed."""
+    its run is committed (and calls `before` first, when given)."""
 
     async def answer(request: ModelRequest) -> object:
+        if before is not None:
+            before(request)
         run_id = str(request.messages[0].content)  # each run's id is its input
         done = sum(1 for m in request.messages if m.role == "tool")
         seen.append((run_id, done, committed_turns(path, run_id)))
@@ -193,4 +200,30 @@ def test_a_claim_made_in_a_batch_still_refuses_a_second_writer(tmp_path: Path) -
     assert sum(1 for run_id, _, _ in seen if run_id == "twin") == TURNS  # one writer called
     assert store.load("twin").status == "finished"
     assert committed_turns(path, "twin") == TURNS
+    store.close()
+
+
+@pytest.mark.filterwarnings("ignore:thena_nb.*could not be stored:RuntimeWarning")
+def test_a_batch_rolled_back_under_its_writers_fails_them_all(tmp_path: Path) -> None:
+    """If the open transaction is gone before its commit (SQLite rolls a transaction back
+    on some errors), no writer of it is told its write is stored: each run raises."""
+    path = tmp_path / "runs.sqlite3"
+    store, _ = store_on(path)
+
+    def rolls_back(request: ModelRequest) -> None:
+        if request.messages[0].content == "q1" and store._batch.loop is not None:
+            store._conn.execute("ROLLBACK")  # as SQLite does after a disk I/O error
+
+    wf = three_turns(path, [], rolls_back)
+
+    async def main() -> list[object]:
+        runs = (wf.arun(f"q{i}", store=store, run_id=f"q{i}") for i in range(4))
+        return list(await asyncio.gather(*runs, return_exceptions=True))
+
+    done = asyncio.run(main())
+    failed = [r for r in done if isinstance(r, StoreError)]
+    assert failed and all("rolled back" in str(e) for e in failed)
+    for i, r in enumerate(done):
+        if not isinstance(r, BaseException):
+            assert committed_turns(path, f"q{i}") == TURNS  # what it was told is stored
     store.close()

@@ -12,7 +12,7 @@ No other module of `thena_nb.core` imports inside a function.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from thena_nb.core.types import Turn
     from thena_nb.experiments import Experiment
     from thena_nb.notebook.stepper import Stepper
+
+# The hand-offs a run makes every turn (or every run), once imported: an `import` statement
+# costs more than the rest of such a hand-off.
+_scan: Callable[..., RescueScan] | None = None
+_split: Callable[[str], tuple[str | None, str]] | None = None
+_cost: Callable[[Any, Reply], float | None] | None = None
+_store: Callable[[], RunStore | None] | None = None
 
 __all__ = [
     "Experiment",
@@ -52,17 +59,23 @@ __all__ = [
 def scan_tool_calls(text: str, tools: Sequence[Tool | ToolSpec], *, id_prefix: str) -> RescueScan:
     """A turn's rescue (`core.rescue`): its readers load with the first text that needs
     them."""
-    from thena_nb.core.rescue import scan_tool_calls as scan
+    global _scan
+    if _scan is None:
+        from thena_nb.core.rescue import scan_tool_calls as scan
 
-    return scan(text, tools, id_prefix=id_prefix)
+        _scan = scan
+    return _scan(text, tools, id_prefix=id_prefix)
 
 
 def split_reasoning(text: str) -> tuple[str | None, str]:
     """A turn's reasoning apart from its answer, for text that is not searched for calls
     (`core._reasoning`, which loads without the rest of rescue)."""
-    from thena_nb.core._reasoning import split_reasoning as split
+    global _split
+    if _split is None:
+        from thena_nb.core._reasoning import split_reasoning as split
 
-    return split(text)
+        _split = split
+    return _split(text)
 
 
 def interrupted() -> None:
@@ -76,9 +89,12 @@ def interrupted() -> None:
 def turn_cost(model: Any, reply: Reply) -> float | None:
     """A live turn's cost in US dollars, or `None` when its model has no known price
     (`thena_nb.cost`, which loads genai-prices with the first turn it prices)."""
-    from thena_nb.cost import turn_cost as cost
+    global _cost
+    if _cost is None:
+        from thena_nb.cost import turn_cost as cost
 
-    return cost(model, reply)
+        _cost = cost
+    return _cost(model, reply)
 
 
 def turn_frame(turns: Sequence[Turn]) -> Any:
@@ -134,9 +150,12 @@ def run_experiment(*args: Any, **kwargs: Any) -> Experiment:
 
 def default_store() -> RunStore | None:
     """The default run store (its module loads `sqlite3`), or `None` when it is off."""
-    from thena_nb.store import default_store as store
+    global _store
+    if _store is None:
+        from thena_nb.store import default_store as store
 
-    return store()
+        _store = store
+    return _store()
 
 
 def require_store(store: RunStore | None) -> RunStore:

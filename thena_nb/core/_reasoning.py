@@ -155,5 +155,7 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
         The reasoning (blocks joined by a blank line), or `None` when there is none, and the
         text without it (`text` itself when nothing was removed).
     """
+    if _ANY_MARKER.search(text) is None:  # the usual case, once per turn
+        return None, text
     found = find_reasoning(text)
     return found.reasoning, text if found.text is None else found.text

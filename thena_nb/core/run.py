@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextvars
 import json
 import os
-import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -18,9 +17,17 @@ from thena_nb.core import _portals, _sent
 from thena_nb.core.diff import RunDiff
 from thena_nb.core.gates import PendingCall, pending_from_json, pending_json
 from thena_nb.core.model import ModelRequest, render_request
-from thena_nb.core.report import ReportNode
+from thena_nb.core.report import ReportNode, new_node
 from thena_nb.core.steps import walk
-from thena_nb.core.types import LoopStopReason, Message, RunStatus, Turn, TurnInfo, Usage
+from thena_nb.core.types import (
+    LoopStopReason,
+    Message,
+    RunStatus,
+    Turn,
+    TurnInfo,
+    Usage,
+    construct,
+)
 from thena_nb.core.what_if import WhatIf, what_if
 
 __all__ = [
@@ -103,6 +110,27 @@ def json_state(state: Any) -> Any:
     return state if jsonable(state) else None
 
 
+_NO_USAGE = Usage().model_dump()
+
+
+def _user_message(text: str) -> Message:
+    """The message that starts a run, built without validation when `text` is a `str`."""
+    if type(text) is not str:
+        return Message(role="user", content=text)
+    return construct(
+        Message,
+        {
+            "role": "user",
+            "content": text,
+            "agent": None,
+            "tool_calls": [],
+            "tool_call_id": None,
+            "is_error": False,
+            "reasoning_blocks": (),
+        },
+    )
+
+
 class Run:
     """One run of a workflow: its turns, history, report tree, usage and outcome.
 
@@ -126,17 +154,17 @@ class Run:
         run_id: str | None = None,
         state: Any = None,
     ) -> None:
-        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.run_id = run_id or os.urandom(6).hex()  # 12 hex digits, as uuid4().hex[:12]
         self.workflow_name = workflow_name
         self.input = input
         self.output: Any = None
         self.state = state
         self.status: RunStatus = "running"
         self.error: str | None = None
-        self.history: list[Message] = [Message(role="user", content=input)]
+        self.history: list[Message] = [_user_message(input)]
         self.turns: list[Turn] = []
-        self.report = ReportNode(kind="workflow", name=workflow_name, path=workflow_name)
-        self.usage = Usage()
+        self.report = new_node("workflow", workflow_name, workflow_name)
+        self.usage = construct(Usage, dict(_NO_USAGE))
         self.started_at = datetime.now(UTC)
         self.finished_at: datetime | None = None
         self.replay_diverged_at: int | None = None

@@ -554,6 +554,8 @@ class SqliteRunStore:
                     conn.execute("ROLLBACK TO thena_write")
                     conn.execute("RELEASE thena_write")
                 self._parts_written.clear()
+                if not conn.in_transaction:  # SQLite rolled the whole batch back: say so
+                    self._flush_locked()
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
                 raise
@@ -571,11 +573,14 @@ class SqliteRunStore:
         if loop is None:
             return
         try:
+            if not self._conn.in_transaction:  # an error (a full disk) rolled it all back
+                raise sqlite3.OperationalError("the transaction was rolled back")
             self._conn.commit()
         except sqlite3.Error as exc:
             _rollback(self._conn)
             self._parts_written.clear()
-            text = f"{self!r} cannot commit the writes of {len(waiters)} runs: {exc}"
+            made = f"{len(waiters)} write{'s' if len(waiters) != 1 else ''}"
+            text = f"{self!r} cannot commit {made} of runs going on together: {exc}"
             settle(loop, waiters, lambda: StoreError(text))
             return
         settle(loop, waiters, None)
