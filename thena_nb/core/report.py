@@ -21,7 +21,7 @@ class ReportNode(BaseModel):
     by index into `run.turns`.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kind: ReportNodeKind
     name: str

@@ -34,7 +34,7 @@ Breakpoint = Callable[[Turn], Any]
 class OpenLoop(BaseModel):
     """A loop that is running, as `Session.open_loops` shows it (outermost first)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     """The loop's step path, e.g. `"review/1.loop"`."""
