@@ -1,7 +1,8 @@
 """W8: what `import thena_nb` and the first run cost, each in fresh processes.
 
-Three measures, each a new interpreter launched K times (bytecode written first, by one
-launch with `PYTHONDONTWRITEBYTECODE` unset, which every launch here also has unset):
+Three measures, each a new interpreter launched K times, round by round with the others
+(bytecode written first, by one launch with `PYTHONDONTWRITEBYTECODE` unset, which every
+launch here also has unset):
 
 - `import thena_nb`;
 - the usual first lines, `from thena_nb import Agent, Workflow, loop, tool, until_answered`
@@ -18,7 +19,8 @@ Target: `import thena_nb` in 120 ms or less (minimum wall time).
     python benchmarks/import_cost.py                   # K = 15
     python benchmarks/import_cost.py --quick           # K = 5
     python benchmarks/import_cost.py --instructions    # also instruction counts
-    python benchmarks/import_cost.py --code ../other-checkout --json out.json
+    python benchmarks/import_cost.py --code ../before --code .     # two checkouts, in turn
+    python benchmarks/import_cost.py --json out.json
 """
 
 from __future__ import annotations
@@ -82,10 +84,7 @@ def _launch(code: str, env: dict[str, str], cwd: str) -> tuple[float, float]:
     return wall * 1000, cpu * 1000
 
 
-def timed(code: str, launches: int, env: dict[str, str], cwd: str) -> dict[str, float]:
-    """Median and minimum wall ms, median CPU ms, over `launches` fresh interpreters."""
-    _launch(code, env, cwd)  # writes the bytecode
-    times = [_launch(code, env, cwd) for _ in range(launches)]
+def _summary(times: list[tuple[float, float]]) -> dict[str, float]:
     walls = [w for w, _ in times]
     return {
         "median_ms": statistics.median(walls),
@@ -114,15 +113,27 @@ def instructions(code: str, env: dict[str, str], cwd: str) -> int | None:
     return None
 
 
-def measure_all(launches: int, code_dir: Path, *, count: bool) -> list[dict[str, Any]]:
-    """One row per measure and reference, in the order shown."""
-    env = child_env(code_dir)
-    rows = []
+def measure_all(launches: int, code_dirs: list[Path], *, count: bool) -> list[dict[str, Any]]:
+    """One row per checkout and case (measures, then references). The launches go round
+    by round, one of each case and checkout per round, so that a busy moment slows all
+    alike."""
+    cases = [("measure", n, c) for n, c in MEASURES.items()]
+    cases += [("reference", n, c) for n, c in REFERENCES.items()]
+    envs = [child_env(d) for d in code_dirs]
+    times: dict[tuple[int, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as cwd:  # no checkout on the path but `code_dir`
-        for kind, cases in (("measure", MEASURES), ("reference", REFERENCES)):
-            for name, code in cases.items():
-                row: dict[str, Any] = {"name": name, "kind": kind}
-                row.update(timed(code, launches, env, cwd))
+        for env in envs:
+            for _, _, code in cases:
+                _launch(code, env, cwd)  # writes the bytecode
+        for _ in range(launches):
+            for i, env in enumerate(envs):
+                for _, name, code in cases:
+                    times.setdefault((i, name), []).append(_launch(code, env, cwd))
+        rows = []
+        for i, (code_dir, env) in enumerate(zip(code_dirs, envs, strict=True)):
+            for kind, name, code in cases:
+                row: dict[str, Any] = {"code": str(code_dir), "name": name, "kind": kind}
+                row.update(_summary(times[(i, name)]))
                 if count:
                     row["instructions"] = instructions(code, env, cwd)
                 rows.append(row)
@@ -131,11 +142,13 @@ def measure_all(launches: int, code_dir: Path, *, count: bool) -> list[dict[str,
 
 def render(rows: list[dict[str, Any]], launches: int) -> str:
     """The rows as a text table."""
-    lines = [
-        f"{'':<30} {'median':>8} {'min':>8} {'CPU':>8} {'instructions':>14}"
-        f"   ms; {launches} fresh processes each",
-    ]
-    for r in rows:
+    lines: list[str] = []
+    for i, r in enumerate(rows):
+        if i == 0 or r["code"] != rows[i - 1]["code"]:
+            lines.append(
+                f"{r['code']:<30} {'median':>8} {'min':>8} {'CPU':>8} {'instructions':>14}"
+                f"   ms; {launches} fresh processes each"
+            )
         count = r.get("instructions")
         shown = f"{count / 1e6:,.0f} M" if count else "-"
         lines.append(
@@ -150,14 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 launches instead of 15")
     parser.add_argument("--instructions", action="store_true", help="count them (valgrind)")
-    parser.add_argument("--code", help="import thena_nb from this checkout (default: this one)")
+    parser.add_argument(
+        "--code",
+        action="append",
+        help="import thena_nb from this checkout (default: this one); give it twice or more "
+        "to compare checkouts, launched in turn",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     launches = 5 if args.quick else 15
-    code_dir = Path(args.code).resolve() if args.code else ROOT
-    rows = measure_all(launches, code_dir, count=args.instructions)
+    code_dirs = [Path(c).resolve() for c in args.code] if args.code else [ROOT]
+    rows = measure_all(launches, code_dirs, count=args.instructions)
     print(render(rows, launches))
-    import_min = rows[0]["min_ms"]
+    import_min = rows[-len(MEASURES) - len(REFERENCES)]["min_ms"]  # the last checkout's
     met = {"import": import_min <= IMPORT_TARGET_MS}
     print(
         f"target: import thena_nb ≤ {IMPORT_TARGET_MS:.0f} ms (minimum wall): "
@@ -168,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(
                 {
                     "workload": "W8",
-                    "code": str(code_dir),
+                    "code": [str(d) for d in code_dirs],
                     "launches": launches,
                     "rows": rows,
                     "targets": {"import_min_ms": IMPORT_TARGET_MS},
