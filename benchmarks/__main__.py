@@ -31,8 +31,8 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
-SCRIPTED = ("W3", "W4", "W6", "W7")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
+SCRIPTED = ("W3", "W4", "W6", "W7", "W8")
 """The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

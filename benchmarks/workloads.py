@@ -232,6 +232,7 @@ SCRIPTS = [
     Script("W4", "store_cost.py", "run store"),
     Script("W6", "rescue_throughput.py", "rescue throughput"),
     Script("W7", "diff_cost.py", "run diffs"),
+    Script("W8", "import_cost.py", "import and first run"),
 ]
 
 

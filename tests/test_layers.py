@@ -6,7 +6,8 @@ import that runs back up cannot hide in a function body. The rules:
 - `thena_nb.core` imports neither `models`, `notebook`, `experiments` nor the package's faces
   (`thena_nb`, `thena_nb.store`, `thena_nb.rescue`), except in `core/_portals.py`, the one
   module whose lazy imports run upward;
-- no module of `core` imports inside a function, except `_portals.py`;
+- no module of `core` imports inside a function, except `_portals.py` and the few imports
+  `import thena_nb` defers to the first run (`DEFERRED`);
 - the core's modules form no import cycle, counting function-body imports (imports under
   `TYPE_CHECKING` serve annotations only and are left out of the cycle check);
 - `models` never imports `notebook`;
@@ -30,6 +31,19 @@ HEAVY = ["IPython", "ipywidgets", "pandas", "matplotlib", "anthropic", "openai"]
 FACES = ("thena_nb", "thena_nb.store", "thena_nb.rescue")
 UPPER = ("thena_nb.models", "thena_nb.notebook", "thena_nb.experiments")
 PORTALS = "thena_nb.core._portals"
+DEFERRED = {
+    "thena_nb.core.workflow": {
+        "asyncio",
+        "thena_nb.core._aio",
+        "thena_nb.core._fork",
+        "thena_nb.core.session",
+        "thena_nb.core.store.base",
+    },
+    "thena_nb.core._tool_time": {"asyncio"},
+}
+"""The function-body imports of the core besides the portals': the machinery that runs a
+workflow, which defining one does not need (`tests/test_import_cost.py` checks that `import
+thena_nb` leaves it unloaded)."""
 
 
 @dataclass(frozen=True)
@@ -138,11 +152,14 @@ def test_core_imports_nothing_above_it_except_through_the_portals() -> None:
     assert bad == [], _show(bad)
 
 
-def test_core_imports_inside_functions_only_in_the_portals() -> None:
+def test_core_imports_inside_functions_only_in_the_portals_and_the_deferred() -> None:
     bad = [
         i
         for i in ALL_IMPORTS
-        if _in(i.source, "thena_nb.core") and i.source != PORTALS and i.where == "function"
+        if _in(i.source, "thena_nb.core")
+        and i.source != PORTALS
+        and i.where == "function"
+        and i.target not in DEFERRED.get(i.source, ())
     ]
     assert bad == [], _show(bad)
 

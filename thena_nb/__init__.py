@@ -10,19 +10,14 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from thena_nb.core.agent import Agent
-from thena_nb.core.cases import Case
 from thena_nb.core.changes import grid
 from thena_nb.core.context import Context
 from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
-from thena_nb.core.events import Event
-from thena_nb.core.gates import Decision, GateError, PendingCall
 from thena_nb.core.history import keep_first_and_recent
-from thena_nb.core.report import ReportNode
-from thena_nb.core.run import Run, last_run
-from thena_nb.core.session import Session
 from thena_nb.core.steps import (
     DEFAULT_MAX_FAILS,
     DEFAULT_MAX_ITERATIONS,
@@ -57,6 +52,29 @@ from thena_nb.core.workflow import Workflow
 if TYPE_CHECKING:
     import pandas as pd
     from IPython.core.interactiveshell import InteractiveShell
+
+    from thena_nb.core.cases import Case
+    from thena_nb.core.events import Event
+    from thena_nb.core.gates import Decision, GateError, PendingCall
+    from thena_nb.core.report import ReportNode
+    from thena_nb.core.run import Run, last_run
+    from thena_nb.core.session import Session
+
+_LAZY = {
+    "Case": "thena_nb.core.cases",
+    "Decision": "thena_nb.core.gates",
+    "Event": "thena_nb.core.events",
+    "GateError": "thena_nb.core.gates",
+    "PendingCall": "thena_nb.core.gates",
+    "ReportNode": "thena_nb.core.report",
+    "Run": "thena_nb.core.run",
+    "Session": "thena_nb.core.session",
+    "last_run": "thena_nb.core.run",
+}
+"""The public names not needed to define a workflow, by the module that holds each: they
+load when first used (`thena_nb.Session`, `from thena_nb import Run`), so `import thena_nb`
+loads neither the machinery that runs a workflow (asyncio among it) nor gates, events and
+reports."""
 
 __version__ = "0.1.0"
 
@@ -104,6 +122,20 @@ __all__ = [
     "until_text",
     "was_exhausted",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of `_LAZY`, imported on first use and kept (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'thena_nb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def frames(runs: Any) -> pd.DataFrame:

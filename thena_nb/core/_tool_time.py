@@ -9,13 +9,15 @@ returns later is dropped.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import math
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio  # imported by the two functions that run: `import thena_nb` defers it
 
 __all__ = ["TimedOut", "checked_timeout", "in_thread", "within"]
 
@@ -48,6 +50,8 @@ def checked_timeout(value: Any, where: str) -> float | None:
 async def within(work: Awaitable[str], limit: float, *, abandoned: bool) -> str:
     """`await work`, cancelled past `limit` seconds (`TimedOut`); a `TimeoutError` the tool
     raised itself stays the tool's own."""
+    import asyncio
+
     scope = asyncio.timeout(limit)
     try:
         async with scope:
@@ -61,6 +65,8 @@ async def within(work: Awaitable[str], limit: float, *, abandoned: bool) -> str:
 async def in_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)` in a daemon thread of its own, with this task's context
     variables; cancelling the await abandons the thread (its outcome is dropped)."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()

@@ -48,7 +48,7 @@ DivergenceCause = Literal["agent", "message", "reply", "tool_result", "stop", "s
 PairDifference = Literal["request", "reply", "tool_results", "only_a", "only_b"]
 """What differs between two paired turns, or which run alone has the turn."""
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _LoopKey = tuple[str, tuple[int, ...]]
 _Place = tuple[str, tuple[int, ...], int]
 _SHORT = 60

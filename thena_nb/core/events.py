@@ -24,7 +24,7 @@ EventKind = Literal[
 class Event(BaseModel):
     """Something that happened in a run, as `Session.subscribe` reports it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: EventKind
     path: str | None = None

@@ -59,7 +59,7 @@ __all__ = [
     "resume_decisions",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class GateError(ThenaError):

@@ -15,7 +15,7 @@ __all__ = ["Model", "ModelRequest", "Reply", "ToolSpec", "render_request"]
 class ToolSpec(BaseModel):
     """A tool as a model sees it: name, description and JSON schema of its arguments."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     description: str = ""
@@ -29,7 +29,9 @@ class ModelRequest(BaseModel):
     other agents, and an adapter shows them as attributed user text.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     agent: str
     system: str = ""
@@ -63,7 +65,7 @@ class Reply(BaseModel):
           Input should be greater than or equal to 0 ...
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)

@@ -23,7 +23,7 @@ class ReportNode(BaseModel):
 
     # `inf` (a loop's `max_fails` when off) is written as JSON's `Infinity`, as `json.dumps`
     # writes it, and read back as `inf`.
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", defer_build=True)
 
     kind: ReportNodeKind
     name: str

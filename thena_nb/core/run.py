@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import weakref
@@ -14,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from thena_nb.core import _portals, _sent
+from thena_nb.core._current import current_run, current_run_id
 from thena_nb.core.diff import RunDiff
 from thena_nb.core.gates import PendingCall, pending_from_json, pending_json
 from thena_nb.core.model import ModelRequest, render_request
@@ -44,11 +44,6 @@ __all__ = [
 RUN_FORMAT = 1
 """The version of the JSON a `Run` is written as."""
 
-_current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
-    "thena_nb_run", default=None
-)
-
-
 INTERRUPTED = (
     "interrupted: cancelled before it ended (a keyboard interrupt, or its task was cancelled)"
 )
@@ -78,20 +73,6 @@ def last_run() -> Run | None:
 def remember(run: Run) -> None:
     """A run has started: it is `last_run()` now."""
     _last[:] = [weakref.ref(run)]
-
-
-def current_run() -> Run | None:
-    """The run being executed in this task, or `None` outside a run.
-
-    Offline models key their position on it, so that every run starts its script again.
-    """
-    return _current_run.get()
-
-
-def current_run_id() -> str | None:
-    """The id of the run being executed in this task, or `None` outside a run."""
-    run = _current_run.get()
-    return run.run_id if run is not None else None
 
 
 def jsonable(value: Any) -> bool:

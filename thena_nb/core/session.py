@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from thena_nb.core import _observe
+from thena_nb.core._current import _current_run
 from thena_nb.core._executor import run_steps
 from thena_nb.core._replay import Replay
 from thena_nb.core._run_state import PausePoint, Position, RunControl, Scope
@@ -18,7 +19,7 @@ from thena_nb.core._tool_sources import close_tool_sources
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event, event
 from thena_nb.core.gates import Approver, Decision, Gatekeeper, PendingCall, Waiting
-from thena_nb.core.run import INTERRUPTED, Run, _current_run, remember
+from thena_nb.core.run import INTERRUPTED, Run, remember
 from thena_nb.core.store.base import RunRecorder
 from thena_nb.core.types import LoopStopReason, ToolCall, Turn
 
@@ -34,7 +35,7 @@ Breakpoint = Callable[[Turn], Any]
 class OpenLoop(BaseModel):
     """A loop that is running, as `Session.open_loops` shows it (outermost first)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     """The loop's step path, e.g. `"review/1.loop"`."""

@@ -43,7 +43,9 @@ RunStatus = Literal["running", "finished", "stopped", "budget", "failed", "waiti
 ToolDecision = Literal["approve", "edit", "reject", "respond"]
 """What a person (or an `approve=` function) decided for a gated call."""
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+# defer_build: a record class builds its validator and serializer when first used, so
+# `import thena_nb` does not pay for records a program never makes.
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 _M = TypeVar("_M", bound=BaseModel)
 _new = object.__new__
@@ -314,7 +316,7 @@ class Turn(BaseModel):
 class Usage(BaseModel):
     """Tokens, model calls and tool calls used so far (`ctx.usage`, `run.usage`)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -37,7 +37,7 @@ __all__ = ["RecordedContext", "WhatIf", "what_if", "what_if_context"]
 class WhatIf(BaseModel):
     """Where a loop would have stopped under another `until`, from its recorded turns."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     iteration: int | None = None
     """The recorded iteration after which `until` first holds; for a loop that was

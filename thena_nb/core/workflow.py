@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from thena_nb.core import _html, _portals
-from thena_nb.core._aio import run_sync
-from thena_nb.core._fork import acontinue, afork, aresume
 from thena_nb.core._replay import Replay
 from thena_nb.core._tool_time import checked_timeout
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
 from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.gates import Approver, Decision
-from thena_nb.core.run import Run
-from thena_nb.core.session import Session
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
 from thena_nb.core.stopping import condition_arity, condition_parts
-from thena_nb.core.store.base import RunRecorder, RunStore, resolve_store
 from thena_nb.core.types import Budget, RetryPolicy
+
+# Defining a workflow needs none of the machinery that runs one (sessions, the executor,
+# the event loop, asyncio, the stores): the methods that run import it when first called,
+# so `import thena_nb` does not load it (tests/core/test_import_cost.py).
+if TYPE_CHECKING:
+    from thena_nb.core.gates import Approver, Decision
+    from thena_nb.core.run import Run
+    from thena_nb.core.session import Session
+    from thena_nb.core.store.base import RunRecorder, RunStore
 
 __all__ = ["Workflow"]
 
@@ -123,6 +125,9 @@ class Workflow:
                 turn's tools (decide with `session.decide`), or `"wait"`: end the run with
                 status `"waiting"` (go on with `wf.resume(run_id, decisions=...)`).
         """
+        from thena_nb.core.session import Session
+        from thena_nb.core.store.base import resolve_store
+
         source = Replay(replay, live_from=live_from) if replay is not None else None
         recorder = resolve_store(store)
         return Session(
@@ -154,6 +159,8 @@ class Workflow:
                 user code), unchanged, with a note naming the step and `exc.run` holding the
                 partial run (status `"failed"`).
         """
+        import asyncio
+
         s = self.session(
             input,
             state=state,
@@ -214,6 +221,8 @@ class Workflow:
             >>> done.status, done.turns[0].tool_calls[0].error, done.output
             ('finished', "Error: tool 'pay' was not run: too much", 'Done.')
         """
+        from thena_nb.core._aio import run_sync
+
         return run_sync(
             self.arun(
                 input,
@@ -255,6 +264,9 @@ class Workflow:
             GateError: A decision names no pending call, a pending call has no decision,
                 an edit does not fit its tool, or `decisions` for a run that is not waiting.
         """
+        from thena_nb.core._aio import run_sync
+        from thena_nb.core._fork import aresume
+
         return run_sync(aresume(self, run_id, store=store, decisions=decisions, approve=approve))
 
     async def aresume(
@@ -266,6 +278,8 @@ class Workflow:
         approve: Approver | None = None,
     ) -> Run:
         """The async form of `resume`."""
+        from thena_nb.core._fork import aresume
+
         return await aresume(self, run_id, store=store, decisions=decisions, approve=approve)
 
     def _fork(
@@ -279,12 +293,18 @@ class Workflow:
     ) -> Run:
         """`run.fork(...)` with this workflow: see `Run.fork` (`edits`: `reply`,
         `tool_results`, `inject`)."""
+        from thena_nb.core._aio import run_sync
+        from thena_nb.core._fork import afork
+
         return run_sync(afork(self, run, at, changes=changes, store=store, **edits))
 
     def _continue(
         self, run: Run, text: str, *, store: RunStore | Literal[False] | None = None
     ) -> Run:
         """`run.continue_with(...)` with this workflow: see `Run.continue_with`."""
+        from thena_nb.core._aio import run_sync
+        from thena_nb.core._fork import acontinue
+
         return run_sync(acontinue(self, run, text, store=store))
 
     def map(

@@ -12,8 +12,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
+from thena_nb.core._current import current_run
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.run import current_run
 from thena_nb.core.types import Message, construct, finished
 from thena_nb.models.reply import ErrorReply
 from thena_nb.models.reply import text as text_reply

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +46,8 @@ class FunctionModel(OfflineModel):
         if self._is_async:
             value = await self.fn(request)
         elif self.blocking:
+            import asyncio  # only here: `from thena_nb.models import FunctionModel` defers it
+
             value = await asyncio.to_thread(self.fn, request)
         else:
             value = self.fn(request)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 
 from thena_nb.core.errors import ScriptExhaustedError
@@ -65,6 +64,8 @@ class ScriptedModel(OfflineModel):
                 model_name=self.name,
             )
         if self.delay:
+            import asyncio  # only here: `from thena_nb.models import ScriptedModel` defers it
+
             await asyncio.sleep(self.delay)
         if ids != call:  # a resumed run: its ids continue after those in the history
             return answer(prepared(self.replies[position], ids))
