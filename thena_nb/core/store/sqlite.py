@@ -122,6 +122,9 @@ class SqliteRunStore:
         """Runs started here and not yet ended: while there are several, writes are
         committed together, once per event-loop pass (`_batch`)."""
         self._batch = CommitBatch()
+        self._fresh: set[str] = set()
+        """Live runs whose rows this store made (a new id) and that wrote no branch turn:
+        their ending needs no clean-up of rows from an earlier writer."""
         if isinstance(database, sqlite3.Connection):
             self._conn, self._owns, self.path = database, False, None
             self.read_only = not self._prepare(repr(self))
@@ -192,13 +195,17 @@ class SqliteRunStore:
         Raises:
             RunInUse: Another writer is running this run now (this process or another).
         """
-        header = run.header()
+        header, what = run.header(), f"start run {run.run_id!r}"
         if self._live:  # committed with the other runs' writes, before the first model call
-            await self._batched(f"start run {run.run_id!r}", lambda c: self._claim(c, header))
+            found: list[bool] = []
+            await self._batched(what, lambda c: found.append(self._claim(c, header)))
+            new = found == [True]
         else:
-            with self._writing(f"start run {run.run_id!r}") as conn:
-                self._claim(conn, header)
+            with self._writing(what) as conn:
+                new = self._claim(conn, header)
         self._live.add(run.run_id)
+        if new:  # (known only once the claim is committed)
+            self._fresh.add(run.run_id)
 
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit the turn, its state snapshot and its messages (S28)."""
@@ -215,6 +222,7 @@ class SqliteRunStore:
         """Commit a parallel branch's turn as it finishes, while its block is still open
         (its index is the branch's own; the block's merge records it again as a run turn)."""
         run_id, turn = run.run_id, record.turn
+        self._fresh.discard(run_id)  # its ending deletes its branch turns
         dumped = (STORE_FORMAT, turn.model_dump_json(), *_state_and_messages(record))
         with self._writing(f"store a branch turn of run {run_id!r}") as conn:
             conn.execute(_INSERT_BRANCH_TURN, (run_id, run_id, *dumped))
@@ -236,16 +244,19 @@ class SqliteRunStore:
             return  # not its run to end: its claim was refused, or it never started here
         try:
             values = self._ending(run)
+            fresh = run_id in self._fresh
             if len(self._live) < 2:
                 with self._writing(f"finish run {run_id!r}") as conn:
-                    _finish_rows(conn, values)
+                    _finish_rows(conn, values, fresh)
             else:
-                await self._batched(f"finish run {run_id!r}", lambda c: _finish_rows(c, values))
+                what = f"finish run {run_id!r}"
+                await self._batched(what, lambda c: _finish_rows(c, values, fresh))
         except StoreError as exc:
             self._mark_failed(run_id, exc)
             raise
         finally:
             self._live.discard(run_id)
+            self._fresh.discard(run_id)
             _owner.release(self._owner, run_id)
 
     # -- reading --------------------------------------------------------------------------
@@ -357,8 +368,9 @@ class SqliteRunStore:
 
     # -- writing (on the calling thread, under the lock) ----------------------------------
 
-    def _claim(self, conn: sqlite3.Connection, header: dict[str, Any]) -> None:
-        """Claim the run and write its header (in a write transaction)."""
+    def _claim(self, conn: sqlite3.Connection, header: dict[str, Any]) -> bool:
+        """Claim the run and write its header (in a write transaction); True when the
+        store had no row of it."""
         run_id = header["run_id"]
         row = conn.execute(_SELECT_OWNER, (run_id,)).fetchone()
         if row is not None:
@@ -379,6 +391,7 @@ class SqliteRunStore:
         except BaseException:
             _owner.release(self._owner, run_id)
             raise
+        return row is None
 
     def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
         turn = record.turn
@@ -671,12 +684,18 @@ _Ending = tuple[tuple[Any, ...], tuple[Any, ...], int, bool]
 turn count, and whether it finished (so that its branch turns can go)."""
 
 
-def _finish_rows(conn: sqlite3.Connection, ending: _Ending) -> None:
+def _finish_rows(conn: sqlite3.Connection, ending: _Ending, fresh: bool = False) -> None:
     """A run's ending (in a write transaction): its header if it is not there yet, how it
-    ended, and no stored turn past its last one."""
+    ended, and no stored turn past its last one. A `fresh` run (its row made by this store,
+    no branch turn written) has nothing to clean up."""
     header, values, turns, finished = ending
-    conn.execute(_INSERT_HEADER, header)
-    conn.execute(_FINISH, values)
+    if not fresh:
+        conn.execute(_INSERT_HEADER, header)
+    if conn.execute(_FINISH, values).rowcount == 0:  # its row is not there after all
+        conn.execute(_INSERT_HEADER, header)
+        conn.execute(_FINISH, values)
+    if fresh:
+        return
     conn.execute(_DELETE_FROM, (header[0], turns))
     if finished:  # else a resume may still reuse them
         conn.execute(_DELETE_BRANCH, (header[0],))

@@ -1,0 +1,87 @@
+"""A run's ending in SQLite: a run this store made writes only its ending; one that was
+there before (a resume, a run id given again) also has its stale rows cleaned up; and an
+ending whose row vanished meanwhile is written whole all the same."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from thena_nb import Agent, Workflow, loop, parallel, tool, until_answered
+from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from thena_nb.store import SqliteRunStore
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+def two_turns() -> Workflow:
+    model = ScriptedModel([reply.tool("add", a=1, b=2), "three"])
+    agent = Agent("A", model=model, tools=[add])
+    return Workflow("ending", [loop(steps=[agent], until=until_answered)])
+
+
+class Statements:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.seen: list[str] = []
+        conn.set_trace_callback(self.seen.append)
+
+
+def test_a_new_run_ends_with_its_ending_alone(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "runs.sqlite3", isolation_level=None)
+    store, trace = SqliteRunStore(conn), Statements(conn)
+    run = two_turns().run("go", store=store, run_id="new")
+    last = max(i for i, sql in enumerate(trace.seen) if sql == "BEGIN IMMEDIATE")
+    ending = [sql.split()[0] for sql in trace.seen[last:] if "thena_" in sql]
+    assert ending == ["UPDATE"], trace.seen[last:]
+    loaded = store.load(run.run_id)
+    assert loaded.status == "finished" and [t.index for t in loaded.turns] == [0, 1]
+
+
+def test_a_run_id_given_again_has_its_stale_turns_removed(tmp_path: Path) -> None:
+    with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
+        long = Workflow(
+            "ending",
+            [Agent("A", model=ScriptedModel(["one"])), Agent("B", model=ScriptedModel(["two"]))],
+        )
+        long.run("go", store=store, run_id="again")
+        assert len(store.load("again").turns) == 2
+        short = Workflow("ending", [Agent("A", model=ScriptedModel(["only"]))])
+        short.run("go", store=store, run_id="again")
+        loaded = store.load("again")
+        assert [t.info.response for t in loaded.turns] == ["only"]
+        assert loaded.output == "only"
+
+
+def test_an_ending_whose_row_vanished_is_written_whole(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+
+    def answer(request: ModelRequest) -> object:
+        if not any(m.role == "tool" for m in request.messages):
+            return reply.tool("add", a=1, b=2)
+        with sqlite3.connect(path) as other:  # someone deletes the run's row meanwhile
+            other.execute("DELETE FROM thena_runs WHERE run_id = 'gone'")
+        return "done"
+
+    agent = Agent("A", model=FunctionModel(answer), tools=[add])
+    wf = Workflow("ending", [loop(steps=[agent], until=until_answered)])
+    with SqliteRunStore.from_path(path) as store:
+        wf.run("go", store=store, run_id="gone")
+        loaded = store.load("gone")
+        assert loaded.status == "finished" and loaded.output == "done"
+        assert [t.index for t in loaded.turns] == [0, 1]
+
+
+def test_a_new_run_with_a_parallel_block_leaves_no_branch_turns(tmp_path: Path) -> None:
+    a = Agent("A", model=ScriptedModel(["a"]))
+    b = Agent("B", model=ScriptedModel(["b"]))
+    wf = Workflow("ending", [parallel([a, b])])
+    with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
+        wf.run("go", store=store, run_id="par")
+        assert store.load("par").status == "finished"
+    with sqlite3.connect(tmp_path / "runs.sqlite3") as conn:
+        left = conn.execute("SELECT count(*) FROM thena_branch_turns").fetchone()[0]
+    assert left == 0
