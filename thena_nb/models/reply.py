@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from thena_nb.core.model import Reply
-from thena_nb.core.types import ToolCall
+from thena_nb.core.types import ToolCall, construct
 
 __all__ = ["ErrorReply", "calls", "error", "text", "tool"]
 
@@ -73,9 +73,12 @@ def text(
     output_tokens: int = 0,
 ) -> Reply:
     """A text answer (which may hold a tool call written as text, for rescue to find)."""
-    return Reply(
+    reason = finish_reason or "end_turn"
+    if type(content) is str and type(reason) is str and _counts_fit(input_tokens, output_tokens):
+        return _reply(content, [], reason, input_tokens, output_tokens)
+    return Reply(  # validated: it says what is wrong
         text=content,
-        finish_reason=finish_reason or "end_turn",
+        finish_reason=reason,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
     )
@@ -121,17 +124,69 @@ def calls(
     """Several native tool calls in one turn, in order."""
     # The id is left empty: offline models give each call an id that is the same in every
     # run (`call_<n>_<i>`), so replays and request keys line up.
-    made = [
-        ToolCall(id="", name=name, arguments=dict(args), source="native")
-        for name, args in tool_calls
-    ]
-    return Reply(
+    made = [_native_call(name, args) for name, args in tool_calls]
+    reason = finish_reason or ("tool_use" if made else "end_turn")
+    if type(text) is str and type(reason) is str and _counts_fit(input_tokens, output_tokens):
+        return _reply(text, made, reason, input_tokens, output_tokens)
+    return Reply(  # validated: it says what is wrong
         text=text,
         tool_calls=made,
-        finish_reason=finish_reason or ("tool_use" if made else "end_turn"),
+        finish_reason=reason,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
     )
+
+
+# A function's reply is made every turn: when its parts are plainly right (a `str`, a
+# name and a dict with `str` keys, token counts in range) it is built without pydantic's
+# validation, which costs more than the rest of the reply; anything else is validated.
+_MAX_COUNT = 2**63
+
+
+def _counts_fit(*counts: object) -> bool:
+    return all(type(n) is int and 0 <= n < _MAX_COUNT for n in counts)
+
+
+def _native_call(name: object, args: Mapping[str, Any]) -> ToolCall:
+    arguments = dict(args)
+    if type(name) is not str or not all(type(k) is str for k in arguments):
+        return ToolCall(id="", name=name, arguments=arguments, source="native")  # type: ignore[arg-type]
+    values = {**_CALL, "name": name, "arguments": arguments}
+    return construct(ToolCall, values)
+
+
+def _reply(
+    text: str, made: list[ToolCall], reason: str, input_tokens: int, output_tokens: int
+) -> Reply:
+    values = {
+        **_REPLY,
+        "text": text,
+        "tool_calls": made,
+        "finish_reason": reason,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+    }
+    return construct(Reply, values)
+
+
+_CALL: dict[str, Any] = {
+    "id": "",
+    "source": "native",
+    "ok": None,
+    "result": None,
+    "error": None,
+    "retries": 0,
+    "decision": None,
+    "original_arguments": None,
+    "traceback": None,
+}
+_REPLY: dict[str, Any] = {
+    "cache_read_tokens": 0,
+    "cache_write_tokens": 0,
+    "reasoning": None,
+    "reasoning_tokens": 0,
+    "reasoning_blocks": (),
+}
 
 
 def error(exc: BaseException) -> ErrorReply:
