@@ -20,7 +20,7 @@ from thena_nb.core.types import Budget, RetryPolicy
 
 # Defining a workflow needs none of the machinery that runs one (sessions, the executor,
 # the event loop, asyncio, the stores): the methods that run import it when first called,
-# so `import thena_nb` does not load it (tests/core/test_import_cost.py).
+# so `import thena_nb` does not load it (tests/test_import_cost.py).
 if TYPE_CHECKING:
     from thena_nb.core.gates import Approver, Decision
     from thena_nb.core.run import Run
