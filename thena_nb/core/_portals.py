@@ -1,4 +1,4 @@
-"""The only imports in the core that run upward, and the core's only lazy imports.
+"""The only imports in the core that run upward.
 
 The core is the ground floor: it needs neither pandas, matplotlib, IPython nor ipywidgets,
 and `import thena_nb` loads none of them, nor `sqlite3`, nor the rescue readers. A few core
@@ -6,7 +6,8 @@ methods hand work to a floor above (`run.frame()` to the notebook layer, `wf.map
 experiments, the default store to the SQLite store), and a turn whose text may hold a tool
 call needs rescue. Each such hand-off is one small function here that imports what it needs
 when it is first called, so the way up is in one place and nothing imports it at load time.
-No other module of `thena_nb.core` imports inside a function.
+The only other imports inside core functions are the deferrals that keep `import thena_nb`
+light (`DEFERRED` in `tests/test_layers.py`), and they stay within the core.
 """
 
 from __future__ import annotations

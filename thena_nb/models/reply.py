@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from pydantic import BaseModel
+
 from thena_nb.core.model import Reply
 from thena_nb.core.types import ToolCall, construct
 
@@ -169,24 +171,15 @@ def _reply(
     return construct(Reply, values)
 
 
-_CALL: dict[str, Any] = {
-    "id": "",
-    "source": "native",
-    "ok": None,
-    "result": None,
-    "error": None,
-    "retries": 0,
-    "decision": None,
-    "original_arguments": None,
-    "traceback": None,
-}
-_REPLY: dict[str, Any] = {
-    "cache_read_tokens": 0,
-    "cache_write_tokens": 0,
-    "reasoning": None,
-    "reasoning_tokens": 0,
-    "reasoning_blocks": (),
-}
+def _defaults(cls: type[BaseModel]) -> dict[str, Any]:
+    """The default of each field of `cls` that has one (a factory's value made once: the
+    builders above always give their own lists and dicts)."""
+    fields = cls.model_fields.items()
+    return {n: f.get_default(call_default_factory=True) for n, f in fields if not f.is_required()}
+
+
+_CALL = _defaults(ToolCall) | {"id": "", "source": "native"}
+_REPLY = _defaults(Reply)
 
 
 def error(exc: BaseException) -> ErrorReply:

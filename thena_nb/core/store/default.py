@@ -57,8 +57,9 @@ def default_store() -> RunStore | None:
     """
     global _last
     env = os.environ  # (a relative path in it depends on the working directory)
-    named, home = env.get(ENV_VAR), env.get("HOME")
-    setting = (os.getpid(), named, env.get("XDG_DATA_HOME"), home, os.getcwd())
+    setting = (
+        os.getpid(), env.get(ENV_VAR), env.get("XDG_DATA_HOME"), env.get("HOME"), os.getcwd()
+    )  # fmt: skip
     last = _last
     if last is not None and last[0] == setting and _defaults.get(last[1]) is last[2]:
         return last[2]
