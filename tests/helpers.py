@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from thena_nb import Agent, tool
+from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.models import ScriptedModel, reply
 
 
@@ -29,3 +32,23 @@ def add_call(a: int = 1, b: int = 1) -> object:
 
 def fail_call() -> object:
     return reply.tool("fail")
+
+
+class HeldModel:
+    """A scripted model whose call number `hold_at` (1-based) starts, sets `held` and then
+    waits until it is cancelled: a test can act while that call is surely in flight,
+    whatever the machine's load."""
+
+    def __init__(self, replies: list[object], hold_at: int) -> None:
+        self.scripted = ScriptedModel(replies)  # type: ignore[arg-type]
+        self.name = self.scripted.name
+        self.hold_at = hold_at
+        self.calls = 0
+        self.held = asyncio.Event()
+
+    async def respond(self, request: ModelRequest) -> Reply:
+        self.calls += 1
+        if self.calls == self.hold_at:
+            self.held.set()
+            await asyncio.Event().wait()  # until cancelled
+        return await self.scripted.respond(request)

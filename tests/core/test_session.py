@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers import add_call, calc, fail_call
+from helpers import HeldModel, add_call, calc, fail_call
 
 from thena_nb import Agent, Event, Workflow, loop, parallel, until_answered
 from thena_nb.models import ScriptedModel
@@ -83,15 +83,15 @@ async def test_stop_before_start() -> None:
 
 
 async def test_stop_while_running_cancels_the_model_call_in_flight() -> None:
-    model = ScriptedModel([add_call()] * 10, delay=0.03)
+    model = HeldModel([add_call()] * 10, hold_at=2)
     agent = Agent("A", model=model, tools=calc([]).tools)
     s = Workflow("w", [loop(steps=[agent], until=until_answered)]).session("go")
     task = asyncio.ensure_future(s.run())
-    await asyncio.sleep(0.05)  # the second model call is under way
+    await asyncio.wait_for(model.held.wait(), 10)  # the second model call is under way
     s.stop()
-    run = await task
+    run = await asyncio.wait_for(task, 10)
     assert run.status == "stopped"
-    assert len(model.requests) == 2 and len(run.turns) == 1
+    assert model.calls == 2 and len(run.turns) == 1
     assert run.loops[0].stop_reason == "stop"
 
 

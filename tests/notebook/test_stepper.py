@@ -9,7 +9,7 @@ from typing import Any
 
 import ipywidgets as widgets
 import pytest
-from helpers import add, add_call, calc, fail_call
+from helpers import HeldModel, add, add_call, calc, fail_call
 
 from thena_nb import Agent, ModelError, Workflow, loop, max_tool_calls, until_answered, until_text
 from thena_nb.core.model import ModelRequest
@@ -328,19 +328,16 @@ async def test_stop_before_start() -> None:
 
 
 async def test_stop_while_running_cancels_the_model_call_in_flight() -> None:
-    model = ScriptedModel([ADD] * 10, delay=0.03)
+    model = HeldModel([ADD] * 10, hold_at=2)
     agent = Agent("A", model=model, tools=[add])
     stepper = Workflow("w", [loop(steps=[agent], until=until_answered)]).stepper("go")
     task = stepper.run()
-    for _ in range(200):  # until the second model call is under way
-        if len(model.requests) == 2:
-            break
-        await asyncio.sleep(0.005)
+    await asyncio.wait_for(model.held.wait(), 10)  # the second model call is under way
     assert stepper.status == "running"
     assert stepper.stop() is task
-    await task
+    await asyncio.wait_for(task, 10)
     assert stepper.status == "stopped" and stepper.turn_count == 1
-    assert len(model.requests) == 2
+    assert model.calls == 2
 
 
 async def test_a_second_click_while_a_turn_runs_is_ignored() -> None:

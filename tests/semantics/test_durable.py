@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers import add_call, calc
+from helpers import HeldModel, add_call, calc
 
 from thena_nb import Agent, Budget, Workflow, loop, parallel, tool, until_answered
 from thena_nb.models import ModelError, RetryPolicy, ScriptedModel, TransientModelError, reply
@@ -202,10 +202,11 @@ def test_s28_an_interrupted_run_keeps_every_finished_turn() -> None:
 @pytest.mark.anyio
 async def test_s28_a_cancelled_run_keeps_every_finished_turn() -> None:
     """S28: cancelling the task (a kernel interrupt) keeps every finished turn."""
-    agent = Agent("A", model=ScriptedModel([add_call()] * 5, delay=0.05), tools=calc([]).tools)
+    model = HeldModel([add_call()] * 5, hold_at=3)  # the third call is in flight
+    agent = Agent("A", model=model, tools=calc([]).tools)
     s = Workflow("w", [loop(steps=[agent], until=until_answered)]).session("x")
     task = asyncio.ensure_future(s.run())
-    await asyncio.sleep(0.13)
+    await asyncio.wait_for(model.held.wait(), 10)
     assert s.task is not None
     s.task.cancel()
     with pytest.raises(asyncio.CancelledError):
