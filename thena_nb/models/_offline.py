@@ -186,7 +186,10 @@ def render_request(request: ModelRequest) -> dict[str, Any]:
 
 def with_call_ids(reply: Reply, call: int) -> Reply:
     """Give the reply helpers' calls ids that are the same in every run: `call_<n>_<i>`."""
-    if not any(c.id == "" for c in reply.tool_calls):
+    for c in reply.tool_calls:  # (a loop: `any()` over a generator costs more per call)
+        if c.id == "":
+            break
+    else:
         return reply
     # Copies without pydantic's copy protocol (a reply per call): the values are the reply's.
     calls = [
