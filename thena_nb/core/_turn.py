@@ -47,6 +47,7 @@ from thena_nb.core.types import (
     ToolCall,
     Turn,
     TurnInfo,
+    blank,
     construct,
     finished,
 )
@@ -296,15 +297,13 @@ def calls(
             error = error_observation(call.name, call.arguments, reason=call.error)
             proposed.append(finished(call, error=error))
         reply = _without_reasoning(reply, (scan.reasoning, scan.text))
-    message = {
-        "role": "assistant",
-        "content": reply.text,
-        "agent": agent.name,
-        "tool_calls": proposed,
-        "tool_call_id": None,
-        "is_error": False,
-        "reasoning_blocks": reply.reasoning_blocks,
-    }
+    message = blank(Message)
+    message["role"] = "assistant"
+    message["content"] = reply.text
+    message["agent"] = agent.name
+    message["tool_calls"] = proposed
+    message["is_error"] = False
+    message["reasoning_blocks"] = reply.reasoning_blocks
     history.append(construct(Message, message))
     return reply, proposed
 
@@ -453,15 +452,14 @@ def _not_run(call: ToolCall) -> ToolCall:
 
 def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> None:
     for call in done:
-        message = {
-            "role": "tool",
-            "content": (call.result if call.ok else call.error) or "",
-            "agent": agent,
-            "tool_calls": [],
-            "tool_call_id": call.id,
-            "is_error": not call.ok,
-            "reasoning_blocks": (),
-        }
+        message = blank(Message)
+        message["role"] = "tool"
+        message["content"] = (call.result if call.ok else call.error) or ""
+        message["agent"] = agent
+        message["tool_calls"] = []
+        message["tool_call_id"] = call.id
+        message["is_error"] = not call.ok
+        message["reasoning_blocks"] = ()
         history.append(construct(Message, message))
 
 
@@ -576,37 +574,35 @@ def _turn(
     else:
         cost, saved = _cost(agent.model, reply, recorded)
         at.control.run.usage.add_cost(cost, saved)
-    return construct(
-        Turn,
-        {
-            "index": len(at.scope.turns),
-            "step_path": path,
-            "agent": agent.name,
-            "model": getattr(agent.model, "name", ""),
-            "iteration": inner.iteration if inner else None,
-            "branch": at.scope.branch,
-            "info": _turn_info(reply.text, done),
-            "tool_calls": done,
-            "finish_reason": reply.finish_reason
-            or ("tool_use" if reply.tool_calls else "end_turn"),
-            "input_tokens": reply.input_tokens,
-            "output_tokens": reply.output_tokens,
-            "cache_read_tokens": reply.cache_read_tokens,
-            "cache_write_tokens": reply.cache_write_tokens,
-            "attempts": attempts,
-            "consecutive_fails": inner.consecutive if inner else 0,
-            "started_at": started_at,
-            "duration_s": duration_s,
-            "request_key": key,
-            "request": sent,
-            "replayed": recorded is not None and _served(at),
-            "reasoning": reply.reasoning,
-            "reasoning_tokens": reply.reasoning_tokens,
-            "reasoning_blocks": reply.reasoning_blocks,
-            "cost_usd": cost,
-            "saved_usd": saved,
-        },
+    values = blank(Turn)
+    values["index"] = len(at.scope.turns)
+    values["step_path"] = path
+    values["agent"] = agent.name
+    values["model"] = getattr(agent.model, "name", "")
+    values["iteration"] = inner.iteration if inner else None
+    values["branch"] = at.scope.branch
+    values["info"] = _turn_info(reply.text, done)
+    values["tool_calls"] = done
+    values["finish_reason"] = reply.finish_reason or (
+        "tool_use" if reply.tool_calls else "end_turn"
     )
+    values["input_tokens"] = reply.input_tokens
+    values["output_tokens"] = reply.output_tokens
+    values["cache_read_tokens"] = reply.cache_read_tokens
+    values["cache_write_tokens"] = reply.cache_write_tokens
+    values["attempts"] = attempts
+    values["consecutive_fails"] = inner.consecutive if inner else 0
+    values["started_at"] = started_at
+    values["duration_s"] = duration_s
+    values["request_key"] = key
+    values["request"] = sent
+    values["replayed"] = recorded is not None and _served(at)
+    values["reasoning"] = reply.reasoning
+    values["reasoning_tokens"] = reply.reasoning_tokens
+    values["reasoning_blocks"] = reply.reasoning_blocks
+    values["cost_usd"] = cost
+    values["saved_usd"] = saved
+    return construct(Turn, values)
 
 
 def _served(at: Position) -> bool:

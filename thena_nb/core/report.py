@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from thena_nb.core.types import LoopFailure, LoopStopReason, construct
+from thena_nb.core.types import LoopFailure, LoopStopReason, blank, construct
 
 __all__ = ["ReportNode", "ReportNodeKind", "new_node"]
 
@@ -65,19 +65,12 @@ def new_node(
     kind: ReportNodeKind, name: str, path: str, iteration: int | None = None
 ) -> ReportNode:
     """A new report node, built without validation (the executor makes one per step run)."""
-    values: dict[str, Any] = {
-        "kind": kind,
-        "name": name,
-        "path": path,
-        "children": [],
-        "turns": [],
-        "iteration": iteration,
-        "branch": None,
-        "stop_reason": None,
-        "iterations": 0,
-        "max_iterations": None,
-        "max_fails": None,
-        "failures": None,
-        "error": None,
-    }
+    values = blank(ReportNode)  # the other fields' defaults are `None`
+    values["kind"] = kind
+    values["name"] = name
+    values["path"] = path
+    values["children"] = []
+    values["turns"] = []
+    values["iteration"] = iteration
+    values["iterations"] = 0
     return construct(ReportNode, values)

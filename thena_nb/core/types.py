@@ -73,9 +73,36 @@ def construct(cls: type[_M], values: dict[str, Any]) -> _M:
     return obj
 
 
+_BLANKS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def blank(cls: type[BaseModel]) -> dict[str, Any]:
+    """A values dict for `construct(cls, values)`, every field of `cls` set to `None`, to be
+    filled in field by field.
+
+    Its keys are shared with every other dict `blank` makes for `cls` (a CPython split
+    dict: each one stores only its values), so a record built from it takes about a third
+    of the memory of one built from a dict literal, and it is made faster too. Set every
+    field: `construct` does not check.
+
+    Example:
+        >>> values = blank(TurnInfo)
+        >>> values["called_tool"], values["response"] = False, "hi"
+        >>> construct(TurnInfo, values).response
+        'hi'
+    """
+    template = _BLANKS.get(cls)
+    if template is None:
+        holder = _new(cls)
+        for name in cls.model_fields:  # set one by one: the instance dict shares its keys
+            _set(holder, name, None)
+        template = _BLANKS[cls] = holder.__dict__
+    return template.copy()  # (a copy of a split dict is split too)
+
+
 def finished(call: ToolCall, **update: Any) -> ToolCall:
     """`call` with its outcome filled in (a copy; records are shared, never changed)."""
-    values = dict(call.__dict__)
+    values = call.__dict__.copy()  # keeps the keys shared, where they are (`blank`)
     values.update(update)
     return construct(ToolCall, values)
 

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel
 
 from thena_nb.core.model import Reply
-from thena_nb.core.types import ToolCall, construct
+from thena_nb.core.types import ToolCall, blank, construct
 
 __all__ = ["ErrorReply", "calls", "error", "text", "tool"]
 
@@ -153,7 +153,9 @@ def _native_call(name: object, args: Mapping[str, Any]) -> ToolCall:
     arguments = dict(args)
     if type(name) is not str or not all(type(k) is str for k in arguments):
         return ToolCall(id="", name=name, arguments=arguments, source="native")  # type: ignore[arg-type]
-    values = {**_CALL, "name": name, "arguments": arguments}
+    values = _CALL.copy()  # (its keys shared with every call's: `blank`)
+    values["name"] = name
+    values["arguments"] = arguments
     return construct(ToolCall, values)
 
 
@@ -178,7 +180,8 @@ def _defaults(cls: type[BaseModel]) -> dict[str, Any]:
     return {n: f.get_default(call_default_factory=True) for n, f in fields if not f.is_required()}
 
 
-_CALL = _defaults(ToolCall) | {"id": "", "source": "native"}
+_CALL = blank(ToolCall)
+_CALL.update(_defaults(ToolCall), id="", source="native")
 _REPLY = _defaults(Reply)
 
 
