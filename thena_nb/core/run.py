@@ -26,6 +26,7 @@ from thena_nb.core.types import (
     Turn,
     TurnInfo,
     Usage,
+    blank,
     construct,
 )
 from thena_nb.core.what_if import WhatIf, what_if
@@ -91,25 +92,21 @@ def json_state(state: Any) -> Any:
     return state if jsonable(state) else None
 
 
-_NO_USAGE = Usage().model_dump()
+_NO_USAGE = blank(Usage)
+_NO_USAGE.update(Usage().model_dump())  # (its keys shared: `blank`)
 
 
 def _user_message(text: str) -> Message:
     """The message that starts a run, built without validation when `text` is a `str`."""
     if type(text) is not str:
         return Message(role="user", content=text)
-    return construct(
-        Message,
-        {
-            "role": "user",
-            "content": text,
-            "agent": None,
-            "tool_calls": [],
-            "tool_call_id": None,
-            "is_error": False,
-            "reasoning_blocks": (),
-        },
-    )
+    message = blank(Message)
+    message["role"] = "user"
+    message["content"] = text
+    message["tool_calls"] = []
+    message["is_error"] = False
+    message["reasoning_blocks"] = ()
+    return construct(Message, message)
 
 
 class Run:
@@ -145,7 +142,7 @@ class Run:
         self.history: list[Message] = [_user_message(input)]
         self.turns: list[Turn] = []
         self.report = new_node("workflow", workflow_name, workflow_name)
-        self.usage = construct(Usage, dict(_NO_USAGE))
+        self.usage = construct(Usage, _NO_USAGE.copy())
         self.started_at = datetime.now(UTC)
         self.finished_at: datetime | None = None
         self.replay_diverged_at: int | None = None
