@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["Case", "as_cases"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # one per input: kept small
 class Case:
     """One input of an experiment and what its runs are scored against.
 

@@ -43,7 +43,7 @@ run is kept as it is too: `wf.resume(run_id, decisions=...)` finishes it under i
 _REUSABLE_SET = frozenset(_REUSABLE)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # one per run: kept small
 class Job:
     """One run to make: an input under a variant (one of its repeats), and its place among
     the experiment's runs."""
