@@ -88,9 +88,7 @@ class Experiment:
         self._slots: list[Run | None] = [None] * size  # the runs, when they are kept
         self._rows: list[tuple[Any, ...] | None] = [None] * size  # each ended run's summary
         self._run_ids: list[str | None] = [None] * size
-        self._keys: list[tuple[str, str]] = [
-            (i, v) for i in self.inputs for v in self.variants for _ in range(repeats)
-        ]
+        self._variant_names = list(self.variants)
         self._scores: list[Scored | None] = [None] * size
 
     @property
@@ -110,10 +108,16 @@ class Experiment:
         """The ids of the runs that ended, in (input, variant, repeat) order (no loading)."""
         return [run_id for run_id in self._run_ids if run_id is not None]
 
+    def _key(self, slot: int) -> tuple[str, str]:
+        """The input and the variant of a slot (slots are in (input, variant, repeat) order)."""
+        names = self._variant_names
+        variant = names[slot // self.repeats % len(names)]
+        return self.inputs[slot // (len(names) * self.repeats)], variant
+
     def _keep(self, slot: int, run: Run, *, reused: bool = False) -> None:
         """Put a run that ended in its (input, variant, repeat) place: its summary, and the
         run itself when runs are kept."""
-        input, variant = self._keys[slot]
+        input, variant = self._key(slot)
         self._rows[slot] = tuple(_run_row(input, variant, run, reused).values())
         self._run_ids[slot] = run.run_id
         if reused:
@@ -138,7 +142,7 @@ class Experiment:
             )
         run = self._store.load(run_id)
         if run.workflow is None:
-            run.workflow = self._workflows.get(self._keys[slot][1])
+            run.workflow = self._workflows.get(self._key(slot)[1])
         return run
 
     def _row(self, slot: int) -> dict[str, Any]:
@@ -240,7 +244,7 @@ class Experiment:
 
     def _samples(self) -> list[Sample]:
         return [
-            (self._keys[slot][1], self._place(slot)[0], scored)
+            (self._key(slot)[1], self._place(slot)[0], scored)
             for slot, scored in enumerate(self._scores)
             if scored is not None
         ]
@@ -344,7 +348,7 @@ class Experiment:
     def _summary(self) -> list[dict[str, Any]]:
         by_variant: dict[str, list[dict[str, Any]]] = {v: [] for v in self.variants}
         for slot in self._ended():
-            by_variant[self._keys[slot][1]].append(self._row(slot))
+            by_variant[self._key(slot)[1]].append(self._row(slot))
         return [_variant_row(v, rows) for v, rows in by_variant.items()]
 
     def _repr_html_(self) -> str:
@@ -422,9 +426,7 @@ class Experiment:
             input = self.inputs[0]
         elif input not in self.inputs:
             raise ValueError(f"the experiment has no input {input!r}")
-        slots = {
-            self._keys[slot][1]: slot for slot in self._ended() if self._keys[slot][0] == input
-        }
+        slots = {self._key(slot)[1]: slot for slot in self._ended() if self._key(slot)[0] == input}
         for name in (variant_a, variant_b):
             if name not in slots:
                 raise ValueError(f"the run of {input!r} under {name!r} did not end")
