@@ -66,15 +66,17 @@ async def _run_here(workflow: Workflow, job: Job, store: Any, timeout: float | N
         job.input, run_id=job.run_id, store=False if store is None else store, at_gate="wait"
     )
     try:
-        if timeout is None:
-            run = await _finish_run(s.run())
-        else:
-            run = await _finish_run(_timed(s, timeout, store))
+        run = await (s.run() if timeout is None else _timed(s, timeout, store))
     except asyncio.CancelledError:
         # The session advances in a task of its own; stop it, or it would go on calling
         # the model after the experiment was cancelled. It records the run as failed.
         await _cancel_session(s)
         raise
+    except Exception as exc:  # the run, also when it failed (the partial run rides on it)
+        failed = getattr(exc, "run", None)
+        if not isinstance(failed, Run):
+            raise
+        run = failed
     if isinstance(s.exception, RunInUse):
         raise s.exception
     return run
@@ -101,17 +103,6 @@ async def _cancel_session(s: Any, message: str | None = None) -> None:
     if s.task is not None and not s.task.done():
         s.task.cancel(message)
         await asyncio.wait([s.task])
-
-
-async def _finish_run(pending: Awaitable[Run]) -> Run:
-    """The run, also when it failed (the partial run rides on the exception)."""
-    try:
-        return await pending
-    except Exception as exc:
-        run = getattr(exc, "run", None)
-        if not isinstance(run, Run):
-            raise
-        return run
 
 
 async def _all(coros: Iterable[Awaitable[None]]) -> None:
