@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
+from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
 from thena_nb.experiments import run_experiment
-from thena_nb.experiments._collector import EXPERIMENT_THRESHOLDS, fewer_collections
 from thena_nb.models import FunctionModel, ModelRequest, reply
 
 SEEN: list[tuple[int, int, int]] = []
@@ -51,7 +51,7 @@ def test_an_experiment_raises_the_thresholds_and_puts_them_back(
 ) -> None:
     exp = run_experiment(workflow(), ["a", "b", "c"], store=False, progress=False)
     assert [r.output for r in exp.runs] == ["done"] * 3
-    assert SEEN == [EXPERIMENT_THRESHOLDS] * 3
+    assert SEEN == [RUN_THRESHOLDS] * 3
     assert gc.get_threshold() == thresholds
 
 
@@ -66,7 +66,7 @@ def test_higher_thresholds_of_ones_own_are_kept() -> None:
     gc.set_threshold(100_000, 5, 500)
     try:
         with fewer_collections():
-            assert gc.get_threshold() == (100_000, EXPERIMENT_THRESHOLDS[1], 500)
+            assert gc.get_threshold() == (100_000, RUN_THRESHOLDS[1], 500)
         assert gc.get_threshold() == (100_000, 5, 500)
     finally:
         gc.set_threshold(*before)
@@ -75,8 +75,8 @@ def test_higher_thresholds_of_ones_own_are_kept() -> None:
 def test_nested_blocks_undo_once_when_the_last_ends(thresholds: tuple[int, int, int]) -> None:
     with fewer_collections():
         with fewer_collections():
-            assert gc.get_threshold() == EXPERIMENT_THRESHOLDS
-        assert gc.get_threshold() == EXPERIMENT_THRESHOLDS  # the outer block still runs
+            assert gc.get_threshold() == RUN_THRESHOLDS
+        assert gc.get_threshold() == RUN_THRESHOLDS  # the outer block still runs
     assert gc.get_threshold() == thresholds
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from thena_nb.core import _html, _portals
+from thena_nb.core._collector import fewer_collections
 from thena_nb.core._replay import Replay
 from thena_nb.core._tool_time import checked_timeout
 from thena_nb.core.agent import Agent
@@ -152,7 +153,8 @@ class Workflow:
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
     ) -> Run:
-        """Run to the end and return the `Run`; the async form of `run`.
+        """Run to the end and return the `Run`; the async form of `run`. Meanwhile the
+        cyclic collector runs less often (`core/_collector.py`).
 
         Raises:
             Exception: Whatever ended the run (a model error after retries, an exception in
@@ -172,7 +174,8 @@ class Workflow:
             at_gate="wait",
         )
         try:
-            return await s.run()
+            with fewer_collections():  # it runs to its end: see `core/_collector.py`
+                return await s.run()
         except asyncio.CancelledError as exc:
             # Cancelling the caller cancels the run too; it keeps every finished turn (S28).
             if s.task is not None and not s.task.done():
@@ -192,7 +195,9 @@ class Workflow:
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
     ) -> Run:
-        """Run to the end and return the `Run` (sync; also works inside Jupyter).
+        """Run to the end and return the `Run` (sync; also works inside Jupyter). Meanwhile
+        the cyclic collector runs less often: its thresholds are raised, and put back once
+        the run ends (`core/_collector.py`).
 
         With `replay=run`, recorded turns are reused (no model or tool call) while the new
         run asks the same things; `run.replay_diverged_at` tells where it went live.

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
 from thena_nb.core.run import Run
 from thena_nb.core.store._owner import RunInUse
 from thena_nb.core.store.base import records_of
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiments._collector import EXPERIMENT_THRESHOLDS, fewer_collections
 from thena_nb.experiments._gate import Gates, gated
 from thena_nb.experiments._plan import Done, Job, Plan, run_claimed
 from thena_nb.experiments._ray_pickle import dumps_workflows, loads_workflows
@@ -260,8 +260,8 @@ class RayWorker:
         gates = Gates(next(iter(workflows.values())).retry.initial_delay)
         self.workflows = {name: gated(wf, gates) for name, wf in workflows.items()}
         self.run_timeout = run_timeout
-        # The actor's process runs nothing but runs, many at once (see `_collector`).
-        gc.set_threshold(*EXPERIMENT_THRESHOLDS)
+        # The actor's process runs nothing but runs, many at once (see `core/_collector`).
+        gc.set_threshold(*RUN_THRESHOLDS)
 
     async def run(self, variant: str, input: str, run_id: str) -> str:
         """One run, as JSON (the store write happens on the driver)."""

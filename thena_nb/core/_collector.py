@@ -1,11 +1,13 @@
-"""The cyclic garbage collector's pace while an experiment has many runs in flight.
+"""The cyclic garbage collector's pace while runs go to their end.
 
-With hundreds of runs at once, most objects a turn makes live through a young collection
-(their run is still going) and are scanned again and again, then promoted, only to be freed
-by reference counting soon after: at 1,000 runs in flight the collector took a third of an
-experiment's time. Runs make no reference cycles, so collecting less often frees the same
-memory; while at least one experiment runs, the collector's thresholds are raised (never
-lowered), and they are put back when the last one ends.
+Every turn makes objects that live as long as its run, so the young collections scan them
+again and again, and each full collection walks the whole run so far: at 10,000 turns the
+full collections took a third of the run's time, and at 1,000 runs in flight in an
+experiment the collector took a third of its time too. Runs make no reference cycles, so
+collecting less often frees the same memory. While a run goes to its end (`wf.run`,
+`wf.arun`) or an experiment runs, the collector's thresholds are raised (never lowered),
+and they are put back when the last such block ends. A stepping session, which may wait
+for a person for hours, leaves them alone.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import gc
 import threading
 from collections.abc import Iterator
 
-__all__ = ["EXPERIMENT_THRESHOLDS", "fewer_collections"]
+__all__ = ["RUN_THRESHOLDS", "fewer_collections"]
 
-EXPERIMENT_THRESHOLDS = (50_000, 50, 50)
-"""`gc.set_threshold` values while an experiment runs (each only if above the current one)."""
+RUN_THRESHOLDS = (50_000, 50, 50)
+"""`gc.set_threshold` values while runs go to their end (each only if above the current one)."""
 
 _lock = threading.Lock()
 _entered = 0
@@ -43,7 +45,7 @@ def fewer_collections() -> Iterator[None]:
     with _lock:
         if _entered == 0:
             _saved = gc.get_threshold()
-            raised = (max(a, b) for a, b in zip(_saved, EXPERIMENT_THRESHOLDS, strict=True))
+            raised = (max(a, b) for a, b in zip(_saved, RUN_THRESHOLDS, strict=True))
             gc.set_threshold(*raised)
         _entered += 1
     try:
