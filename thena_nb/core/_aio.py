@@ -14,7 +14,6 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from thena_nb.core import _portals
-from thena_nb.core._collector import fewer_collections
 
 T = TypeVar("T")
 
@@ -29,7 +28,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     kernel) it runs the coroutine on a fresh loop in a worker thread and waits, without
     patching asyncio. Either way a keyboard interrupt cancels the coroutine and re-raises
     once it has unwound, with the partial run as `exc.run`: it keeps every finished turn.
-    Meanwhile the cyclic collector runs less often (`fewer_collections`).
     """
     try:
         asyncio.get_running_loop()
@@ -37,8 +35,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         running = False
     else:
         running = True
-    with fewer_collections():  # it runs to its end: see `core/_collector.py`
-        return _run_in_thread(coro) if running else _run_here(coro)
+    return _run_in_thread(coro) if running else _run_here(coro)
 
 
 _local = threading.local()

@@ -12,10 +12,8 @@ for a person for hours, leaves them alone.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import threading
-from collections.abc import Iterator
 
 __all__ = ["RUN_THRESHOLDS", "fewer_collections"]
 
@@ -27,10 +25,38 @@ _entered = 0
 _saved: tuple[int, int, int] | None = None
 
 
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Raise the collector's thresholds for the block (nested and concurrent blocks share
-    one change, undone when the last ends). A collector turned off stays off.
+class _FewerCollections:
+    """`fewer_collections()`'s block: a class, not a generator, as every run enters one."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _entered, _saved
+        with _lock:
+            if _entered == 0:
+                saved = _saved = gc.get_threshold()
+                if saved != RUN_THRESHOLDS:
+                    a, b, c = saved
+                    x, y, z = RUN_THRESHOLDS
+                    gc.set_threshold(a if a > x else x, b if b > y else y, c if c > z else z)
+            _entered += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _entered, _saved
+        with _lock:
+            _entered -= 1
+            if _entered == 0 and _saved is not None:
+                if _saved != RUN_THRESHOLDS:
+                    gc.set_threshold(*_saved)
+                _saved = None
+
+
+_BLOCK = _FewerCollections()
+
+
+def fewer_collections() -> _FewerCollections:
+    """Raise the collector's thresholds for a `with` block (nested and concurrent blocks
+    share one change, undone when the last ends). A collector turned off stays off.
 
     Example:
         >>> import gc
@@ -41,18 +67,4 @@ def fewer_collections() -> Iterator[None]:
         >>> gc.get_threshold() == before
         True
     """
-    global _entered, _saved
-    with _lock:
-        if _entered == 0:
-            _saved = gc.get_threshold()
-            raised = (max(a, b) for a, b in zip(_saved, RUN_THRESHOLDS, strict=True))
-            gc.set_threshold(*raised)
-        _entered += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _entered -= 1
-            if _entered == 0 and _saved is not None:
-                gc.set_threshold(*_saved)
-                _saved = None
+    return _BLOCK

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from thena_nb.core import _portals
+from thena_nb.core._collector import fewer_collections
 from thena_nb.core._replay import ForkReplay
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.gates import Approver, Decision, WaitingReplay, resume_decisions
@@ -66,7 +67,8 @@ async def afork(
         changes=changes,
         store=store,
     )
-    return await session.run()
+    with fewer_collections():  # it runs to its end: see `core/_collector.py`
+        return await session.run()
 
 
 def fork_session(
@@ -211,7 +213,8 @@ async def acontinue(
     new.states.update(run.states)
     new.usage = run.usage.model_copy()
     new.report.children.extend(c.model_copy(deep=True) for c in run.report.children)
-    return await session.run()
+    with fewer_collections():  # it runs to its end: see `core/_collector.py`
+        return await session.run()
 
 
 def _state_of(workflow: Workflow, run: Run) -> Any:
@@ -293,4 +296,5 @@ async def aresume(
         at_gate="wait",
     )
     session._keeper.decided.update(given)
-    return await session.run()
+    with fewer_collections():  # it runs to its end: see `core/_collector.py`
+        return await session.run()
