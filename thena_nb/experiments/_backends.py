@@ -39,8 +39,9 @@ async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gates, *, sto
     timeout = plan.run_timeout
 
     async def worker() -> None:
-        for job in queue:
-            done(job, await run_live(workflows[job.variant], job, store, timeout))
+        for job in queue:  # (`run_live` without its frame: one per run in flight)
+            start = functools.partial(_run_here, workflows[job.variant], job, store, timeout)
+            done(job, await run_claimed(job, store, start))
 
     with fewer_collections():
         await _all(worker() for _ in range(min(plan.concurrency, len(todo))))
