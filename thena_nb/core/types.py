@@ -81,9 +81,9 @@ def blank(cls: type[BaseModel]) -> dict[str, Any]:
     filled in field by field.
 
     Its keys are shared with every other dict `blank` makes for `cls` (a CPython split
-    dict: each one stores only its values), so a record built from it takes about a third
-    of the memory of one built from a dict literal, and it is made faster too. Set every
-    field: `construct` does not check.
+    dict: each one stores only its values), so a record with many fields built from it
+    takes less memory than one built from a dict literal (a turn about a third), and it is
+    made faster too. Set every field: `construct` does not check.
 
     Example:
         >>> values = blank(TurnInfo)
