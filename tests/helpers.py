@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+from collections.abc import Iterator
 
-from thena_nb import Agent, tool
+from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models import ScriptedModel, reply
+from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 
 @tool
@@ -52,3 +55,40 @@ class HeldModel:
             self.held.set()
             await asyncio.Event().wait()  # until cancelled
         return await self.scripted.respond(request)
+
+
+THRESHOLDS_SEEN: list[tuple[int, int, int]] = []
+"""The collector's thresholds `peek` saw, one entry per call."""
+
+
+@tool
+def peek() -> str:
+    """Note the collector's thresholds as the tool runs."""
+    THRESHOLDS_SEEN.append(gc.get_threshold())
+    return "ok"
+
+
+def _peek_then_answer(request: ModelRequest) -> object:
+    if not any(m.role == "tool" for m in request.messages):
+        return reply.tool("peek")
+    if request.messages[0].content == "boom":
+        raise RuntimeError("the model broke")
+    return "done"
+
+
+def pace_workflow() -> Workflow:
+    """Calls `peek` once, then answers; on the input `"boom"` its model raises instead."""
+    agent = Agent("A", model=FunctionModel(_peek_then_answer), tools=[peek])
+    return Workflow("pace", [loop(steps=[agent], until=until_answered, max_iterations=3)])
+
+
+@contextlib.contextmanager
+def default_thresholds() -> Iterator[tuple[int, int, int]]:
+    """Python's default thresholds for the block, `THRESHOLDS_SEEN` emptied; put back after."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    THRESHOLDS_SEEN.clear()
+    try:
+        yield (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
