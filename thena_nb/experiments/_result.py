@@ -111,8 +111,7 @@ class Experiment:
     def _key(self, slot: int) -> tuple[str, str]:
         """The input and the variant of a slot (slots are in (input, variant, repeat) order)."""
         names = self._variant_names
-        variant = names[slot // self.repeats % len(names)]
-        return self.inputs[slot // (len(names) * self.repeats)], variant
+        return self.inputs[self._place(slot)[0]], names[slot // self.repeats % len(names)]
 
     def _keep(self, slot: int, run: Run, *, reused: bool = False) -> None:
         """Put a run that ended in its (input, variant, repeat) place: its summary, and the
