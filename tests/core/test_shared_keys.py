@@ -3,7 +3,9 @@ same records as validated ones."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 
 from helpers import add, add_call
 
@@ -47,3 +49,42 @@ def test_blank_gives_a_fresh_dict_each_time() -> None:
     second = blank(TurnInfo)
     assert second == dict.fromkeys(TurnInfo.model_fields)
     assert first is not second
+
+
+def test_records_share_keys_even_when_copied_records_came_first() -> None:
+    """A fresh process that loads records and copies them (as resuming or forking a stored
+    run does) before its first turn still makes records that share their keys."""
+    run = _run()
+    records = [*run.turns, *run.turns[0].tool_calls, *run.history, run.report, run.usage]
+    dumped = "\n".join(f"{type(r).__name__} {r.model_dump_json()}" for r in records)
+    code = textwrap.dedent(
+        """
+        import sys
+        from thena_nb import Agent, Workflow, loop, tool, until_answered
+        from thena_nb.core.report import ReportNode
+        from thena_nb.core.types import Message, ToolCall, Turn, Usage
+        from thena_nb.models import ScriptedModel, reply
+
+        classes = {c.__name__: c for c in (Message, ReportNode, ToolCall, Turn, Usage)}
+        for line in sys.stdin:  # loaded, then copied: before this process made any record
+            name, text = line.split(" ", 1)
+            classes[name].model_validate_json(text).model_copy(update={})
+
+        @tool
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        model = ScriptedModel([reply.tool("add", a=1, b=2), "done"])
+        agent = Agent("A", model=model, tools=[add])
+        run = Workflow("w", [loop(steps=[agent], until=until_answered)]).run("go", store=False)
+        for record in [run.turns[0], run.turns[0].tool_calls[0], *run.history[1:], run.report]:
+            print(type(record).__name__, sys.getsizeof(record.__dict__),
+                  sys.getsizeof(dict(record.__dict__)))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=dumped, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 6, out.stdout
+    for line in out.stdout.splitlines():
+        _, shared, own = line.split()
+        assert int(shared) < int(own), line

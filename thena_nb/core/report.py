@@ -7,13 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from thena_nb.core.types import LoopFailure, LoopStopReason, blank, construct
+from thena_nb.core.types import LoopFailure, LoopStopReason, blank, construct, shares_keys
 
 __all__ = ["ReportNode", "ReportNodeKind", "new_node"]
 
 ReportNodeKind = Literal["workflow", "agent", "function", "parallel", "loop"]
 
 
+@shares_keys
 class ReportNode(BaseModel):
     """One step of a run as it happened; `run.report` is the root.
 

@@ -76,6 +76,22 @@ def construct(cls: type[_M], values: dict[str, Any]) -> _M:
 _BLANKS: dict[type[BaseModel], dict[str, Any]] = {}
 
 
+def shares_keys(cls: type[_M]) -> type[_M]:
+    """Class decorator: make the template `blank(cls)` copies now, as the class is made.
+
+    The template's keys are shared with the class's instances (a CPython split dict) only
+    while no instance has been copied or given other keys: a record loaded from a store and
+    copied (`model_copy`) before the first `blank(cls)` would leave every record made after
+    it with a dict of its own, up to six times larger. Made here, the template keeps its
+    keys whatever happens to the class later.
+    """
+    holder = _new(cls)
+    for name in cls.model_fields:  # set one by one: the instance dict shares its keys
+        _set(holder, name, None)
+    _BLANKS[cls] = holder.__dict__
+    return cls
+
+
 def blank(cls: type[BaseModel]) -> dict[str, Any]:
     """A values dict for `construct(cls, values)`, every field of `cls` set to `None`, to be
     filled in field by field.
@@ -83,7 +99,8 @@ def blank(cls: type[BaseModel]) -> dict[str, Any]:
     Its keys are shared with every other dict `blank` makes for `cls` (a CPython split
     dict: each one stores only its values), so a record with many fields built from it
     takes less memory than one built from a dict literal (a turn about a third), and it is
-    made faster too. Set every field: `construct` does not check.
+    made faster too. Set every field: `construct` does not check. `cls` must be a class
+    made with `@shares_keys`.
 
     Example:
         >>> values = blank(TurnInfo)
@@ -91,13 +108,7 @@ def blank(cls: type[BaseModel]) -> dict[str, Any]:
         >>> construct(TurnInfo, values).response
         'hi'
     """
-    template = _BLANKS.get(cls)
-    if template is None:
-        holder = _new(cls)
-        for name in cls.model_fields:  # set one by one: the instance dict shares its keys
-            _set(holder, name, None)
-        template = _BLANKS[cls] = holder.__dict__
-    return template.copy()  # (a copy of a split dict is split too)
+    return _BLANKS[cls].copy()  # (a copy of a split dict is split too)
 
 
 def finished(call: ToolCall, **update: Any) -> ToolCall:
@@ -107,6 +118,7 @@ def finished(call: ToolCall, **update: Any) -> ToolCall:
     return construct(ToolCall, values)
 
 
+@shares_keys
 class ToolCall(BaseModel):
     """One tool call, native or rescued, with its outcome once it has run."""
 
@@ -137,6 +149,7 @@ class ToolCall(BaseModel):
     model, secrets scrubbed."""
 
 
+@shares_keys
 class TurnInfo(BaseModel):
     """The summary of one turn, as `turn_of(ctx)` returns it (S18)."""
 
@@ -172,6 +185,7 @@ class LoopFailure(BaseModel):
     """The error observation that went back to the model (S11)."""
 
 
+@shares_keys
 class Message(BaseModel):
     """One entry of the workflow's history."""
 
@@ -281,6 +295,7 @@ def _sent_fields(request: SentRequest) -> dict[str, Any]:
     return request._asdict()
 
 
+@shares_keys
 class Turn(BaseModel):
     """The full record of one turn: one model call and the tool calls it made."""
 
@@ -340,6 +355,7 @@ class Turn(BaseModel):
         return _html.turn_html(self)
 
 
+@shares_keys
 class Usage(BaseModel):
     """Tokens, model calls and tool calls used so far (`ctx.usage`, `run.usage`)."""
 
