@@ -117,8 +117,9 @@ def test_a_lone_run_commits_each_turn_as_before(tmp_path: Path) -> None:
 
 
 def test_a_write_that_fails_in_a_batch_fails_its_run_alone(tmp_path: Path) -> None:
-    """A refused turn is undone in its savepoint: the other runs' turns of that pass are
-    committed and their runs finish; the refused run raises `StoreError`."""
+    """A refused turn (its one INSERT, with no savepoint) is undone alone: the other runs'
+    turns of that pass are committed and their runs finish; the refused run raises
+    `StoreError`."""
     path = tmp_path / "runs.sqlite3"
     store, _ = store_on(path)
     store._conn.execute(
@@ -138,6 +139,27 @@ def test_a_write_that_fails_in_a_batch_fails_its_run_alone(tmp_path: Path) -> No
         assert store.load(run.run_id).status == "finished"  # type: ignore[attr-defined]
         assert committed_turns(path, run.run_id) == TURNS  # type: ignore[attr-defined]
     assert committed_turns(path, "bad") == 1
+    store.close()
+
+
+def test_a_turn_of_one_statement_joins_the_batch_without_a_savepoint(tmp_path: Path) -> None:
+    """Only writes of several statements (a start, an ending, a first turn with its request
+    parts) get a savepoint; every later turn is its one INSERT."""
+    path = tmp_path / "runs.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    store, statements = SqliteRunStore(conn), []
+    conn.set_trace_callback(statements.append)
+    wf, runs = three_turns(path, []), 10
+
+    async def main() -> None:
+        await asyncio.gather(*(wf.arun(f"q{i}", store=store, run_id=f"q{i}") for i in range(runs)))
+
+    asyncio.run(main())
+    savepoints = sum(s.startswith("SAVEPOINT") for s in statements)
+    turns = sum(s.startswith("INSERT OR REPLACE INTO thena_turns") for s in statements)
+    assert turns == runs * TURNS
+    assert savepoints <= runs * 3, savepoints  # at most a start, a first turn and an end
+    assert all(store.load(f"q{i}").status == "finished" for i in range(runs))
     store.close()
 
 

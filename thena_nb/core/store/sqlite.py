@@ -216,7 +216,11 @@ class SqliteRunStore:
             self._write_turn(run_id, record, parts)
             return
         what = f"store turn {record.turn.index} of run {run_id!r}"
-        await self._batched(what, lambda c: self._turn_rows(c, run_id, record, parts))
+        if self._turn_alone(run_id, record, parts):  # the common case: one statement
+            values = _turn_values(run_id, record)
+            await self._batched(what, lambda c: c.execute(_INSERT_TURN, values), alone=True)
+        else:
+            await self._batched(what, lambda c: self._turn_rows(c, run_id, record, parts))
 
     async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit a parallel branch's turn as it finishes, while its block is still open
@@ -393,11 +397,17 @@ class SqliteRunStore:
             raise
         return row is None
 
+    def _turn_alone(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> bool:
+        """Whether the turn's row is all its write holds: no stale turns to delete, no
+        request parts not yet written, no leases due for renewal."""
+        if record.drop_from is not None or time.monotonic() >= self._renew_at:
+            return False
+        written = self._parts_written.get(run_id)
+        return written.issuperset(parts) if written is not None else not parts
+
     def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
         turn = record.turn
-        written = self._parts_written.get(run_id)
-        new = [k for k in parts if written is None or k not in written]
-        if record.drop_from is not None or new or time.monotonic() >= self._renew_at:
+        if not self._turn_alone(run_id, record, parts):
             with self._writing(f"store turn {turn.index} of run {run_id!r}") as conn:
                 self._turn_rows(conn, run_id, record, parts)
             return
@@ -543,9 +553,13 @@ class SqliteRunStore:
                 self._parts_written.clear()
                 raise
 
-    async def _batched(self, what: str, write: Callable[[sqlite3.Connection], None]) -> None:
+    async def _batched(
+        self, what: str, write: Callable[[sqlite3.Connection], object], *, alone: bool = False
+    ) -> None:
         """Make `write` part of the open batch (opening one if needed) and return once the
-        batch is committed (`_batch`): a write that fails is undone alone."""
+        batch is committed (`_batch`): a write that fails is undone alone, by its savepoint
+        or, for a write of one statement (`alone`), by SQLite (a statement that fails
+        leaves no change behind)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._closed or self.read_only:
@@ -556,16 +570,19 @@ class SqliteRunStore:
                     self._flush_locked()  # (another loop's, from another thread)
                     conn.execute("BEGIN IMMEDIATE")
                     self._batch.start(loop, self._commit_batch)
-                conn.execute("SAVEPOINT thena_write")
+                if not alone:
+                    conn.execute("SAVEPOINT thena_write")
             except sqlite3.Error as exc:
                 raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
             try:
                 write(conn)
-                conn.execute("RELEASE thena_write")
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK TO thena_write")
+                if not alone:
                     conn.execute("RELEASE thena_write")
+            except BaseException as exc:
+                if not alone:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK TO thena_write")
+                        conn.execute("RELEASE thena_write")
                 self._parts_written.clear()
                 if not conn.in_transaction:  # SQLite rolled the whole batch back: say so
                     self._flush_locked()
