@@ -15,6 +15,7 @@ import pytest
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.errors import StoreError
 from thena_nb.core.store import default as store_module
+from thena_nb.core.types import Turn
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import SqliteRunStore, default_store, default_store_path
 
@@ -104,9 +105,39 @@ def test_wal_mode_and_json_rows(tmp_path: Path) -> None:
         "SELECT turn, state, messages FROM thena_turns WHERE idx = 0"
     ).fetchone()
     conn.close()
-    assert turn == run.turns[0].model_dump_json()
+    # Fields at their defaults are left out (about half the bytes); loading fills them in.
+    assert turn == run.turns[0].model_dump_json(exclude_defaults=True)
+    assert len(turn) < len(run.turns[0].model_dump_json()) * 3 / 4
+    assert Turn.model_validate_json(turn) == run.turns[0]
     assert state is None
     assert '"role":"assistant"' in messages and '"role":"tool"' in messages
+    assert '"tool_call_id":null' not in messages
+
+
+def test_rows_written_with_every_field_still_load(tmp_path: Path) -> None:
+    """Rows as earlier versions wrote them, every default spelled out, load the same."""
+    path = tmp_path / "runs.sqlite3"
+    with SqliteRunStore.from_path(path) as store:
+        run = small().run("go", store=store)
+        stored = store.load(run.run_id)
+    conn = sqlite3.connect(path)
+    with conn:
+        for turn in run.turns:
+            conn.execute(
+                "UPDATE thena_turns SET turn = ? WHERE run_id = ? AND idx = ?",
+                (turn.model_dump_json(), run.run_id, turn.index),
+            )
+        history = "[" + ",".join(m.model_dump_json() for m in run.history) + "]"
+        conn.execute(
+            "UPDATE thena_runs SET history = ?, report = ? WHERE run_id = ?",
+            (history, run.report.model_dump_json(), run.run_id),
+        )
+    conn.close()
+    with SqliteRunStore.from_path(path) as store:
+        again = store.load(run.run_id)
+    assert again.turns == stored.turns == run.turns
+    assert again.history == stored.history
+    assert again.report == stored.report
 
 
 def test_a_connection_can_be_passed_and_is_left_open(tmp_path: Path) -> None:

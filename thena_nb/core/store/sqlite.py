@@ -227,7 +227,7 @@ class SqliteRunStore:
         (its index is the branch's own; the block's merge records it again as a run turn)."""
         run_id, turn = run.run_id, record.turn
         self._fresh.discard(run_id)  # its ending deletes its branch turns
-        dumped = (STORE_FORMAT, turn.model_dump_json(), *_state_and_messages(record))
+        dumped = (STORE_FORMAT, _turn_json(turn), *_state_and_messages(record))
         with self._writing(f"store a branch turn of run {run_id!r}") as conn:
             conn.execute(_INSERT_BRANCH_TURN, (run_id, run_id, *dumped))
             self._insert_parts(conn, run_id, request_parts_of(run, turn))
@@ -463,8 +463,8 @@ class SqliteRunStore:
         header, final = run.header(), run.ending()
         try:
             stored = list(_once.stored_messages(run.history, run.turns))  # results once
-            history = _MESSAGES.dump_json(stored).decode()
-            report = run.report.model_dump_json()  # `max_fails=inf` as `Infinity`
+            history = _messages_json(stored)
+            report = run.report.model_dump_json(exclude_defaults=True)  # `inf` as `Infinity`
             dumped = {name: _json(final[name]) for name in _JSON_COLUMNS}
         except (ValueError, TypeError, OverflowError) as exc:
             what = f"{self!r} cannot write the ending of run {run.run_id!r}: {exc}"
@@ -727,9 +727,21 @@ def _turn_values(run_id: str, record: TurnRecord) -> tuple[Any, ...]:
         turn.request_key,
         turn.input_tokens,
         turn.output_tokens,
-        turn.model_dump_json(),
+        _turn_json(turn),
         *_state_and_messages(record),
     )
+
+
+def _turn_json(turn: Turn) -> str:
+    """A turn's row text: its fields at their defaults are left out (about half the bytes,
+    and fewer pages to write per turn); loading fills them in, and rows that spell every
+    field out, as earlier versions wrote them, load the same."""
+    return turn.model_dump_json(exclude_defaults=True)
+
+
+def _messages_json(messages: list[Message]) -> str:
+    """Messages as row text, their fields at defaults left out (`_turn_json`)."""
+    return _MESSAGES.dump_json(messages, exclude_defaults=True).decode()
 
 
 _json = json.JSONEncoder(ensure_ascii=False).encode
@@ -744,7 +756,7 @@ def _state_and_messages(record: TurnRecord) -> tuple[str | None, str]:
     state = record.state
     return (
         _json(state) if state is not None else None,
-        _MESSAGES.dump_json(list(_once.stored_messages(record.messages, [record.turn]))).decode(),
+        _messages_json(list(_once.stored_messages(record.messages, [record.turn]))),
     )
 
 
