@@ -163,6 +163,39 @@ class Session:
             await self._settled()
         return self.result
 
+    async def _run_to_end(self) -> Run:
+        """`run()` of a new session in the calling task instead of a task of its own, for a
+        caller that runs many sessions and neither pauses nor steps them (an experiment's
+        worker): a task and its wake-ups fewer per run, and a run that never waits goes from
+        its start to its summary in one go, instead of waiting, finished, until every other
+        run started with it is done too.
+
+        The session must be new, have no breakpoints and meet a tool gate with
+        `at_gate="wait"` (it then ends `"waiting"`). `stop()` works as with `run()`;
+        cancelling the calling task ends the run `"stopped"` (stored so) and goes on up.
+
+        Raises:
+            RuntimeError: The session was started already, has breakpoints, or would pause
+                at a tool gate.
+        """
+        if self.task is not None or self.done:
+            raise RuntimeError("_run_to_end() needs a new session: this one was started")
+        if self.breakpoints or self._keeper.pause is not None:
+            raise RuntimeError("_run_to_end() cannot pause: no breakpoints, at_gate='wait'")
+        if not self._control.stop_requested:
+            self._keeper.check_decided("run()")
+        self._mode = "run"
+        self._control.checkpoint = None
+        self.task = asyncio.current_task()
+        outer = _current_run.get()
+        try:
+            await self._drive()
+        finally:
+            _current_run.set(outer)  # the caller's task goes on: it does not keep the run
+        if self.exception is not None:
+            raise self.exception
+        return self.result
+
     def pause(self) -> None:
         """Pause a running session at its next pause point: before the next model call, or
         before the next turn's tools with `pause_before_tools`. The `run()` in flight then

@@ -67,11 +67,15 @@ async def _run_here(workflow: Workflow, job: Job, store: Any, timeout: float | N
         job.input, run_id=job.run_id, store=False if store is None else store, at_gate="wait"
     )
     try:
-        run = await (s.run() if timeout is None else _timed(s, timeout, store))
+        # Without a time limit the run goes on in this task (a task fewer per run); with
+        # one, in the session's own task, which the limit cancels with its reason.
+        run = await (s._run_to_end() if timeout is None else _timed(s, timeout, store))
     except asyncio.CancelledError:
-        # The session advances in a task of its own; stop it, or it would go on calling
-        # the model after the experiment was cancelled. It records the run as failed.
-        await _cancel_session(s)
+        # A session in a task of its own: stop it, or it would go on calling the model
+        # after the experiment was cancelled. It records the run as failed. (Run in this
+        # task, it has recorded the cancel already.)
+        if timeout is not None:
+            await _cancel_session(s)
         raise
     except Exception as exc:  # the run, also when it failed (the partial run rides on it)
         failed = getattr(exc, "run", None)
