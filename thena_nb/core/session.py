@@ -147,17 +147,10 @@ class Session:
         run at the same time (S2), also those of a block a `step()` had entered: the branch
         under way goes on, the others start."""
         if not self.done:
-            if not self._control.stop_requested:
-                self._keeper.check_decided("run()")
-            self._mode = "run"
-            self.breakpoint_hit = None
-            self._pause_requested = False
+            self._to_run_mode()
             in_order = self._control.in_order
             if in_order is not None and not in_order[2].done():
                 in_order[2].set_result(None)  # the open blocks run their branches together
-            # A running session pauses only after a breakpoint fires: until then the executor
-            # has no pause point to call (`_after_turn` puts it back on a hit).
-            self._control.checkpoint = None
             await self._advance()
         else:
             await self._settled()
@@ -182,10 +175,7 @@ class Session:
             raise RuntimeError("_run_to_end() needs a new session: this one was started")
         if self.breakpoints or self._keeper.pause is not None:
             raise RuntimeError("_run_to_end() cannot pause: no breakpoints, at_gate='wait'")
-        if not self._control.stop_requested:
-            self._keeper.check_decided("run()")
-        self._mode = "run"
-        self._control.checkpoint = None
+        self._to_run_mode()
         self.task = asyncio.current_task()
         outer = _current_run.get()
         try:
@@ -195,6 +185,18 @@ class Session:
         if self.exception is not None:
             raise self.exception
         return self.result
+
+    def _to_run_mode(self) -> None:
+        """What `run()` and `_run_to_end()` set before the run goes on (pending calls decided
+        first, unless it was stopped)."""
+        if not self._control.stop_requested:
+            self._keeper.check_decided("run()")
+        self._mode = "run"
+        self.breakpoint_hit = None
+        self._pause_requested = False
+        # A running session pauses only after a breakpoint fires: until then the executor
+        # has no pause point to call (`_after_turn` puts it back on a hit).
+        self._control.checkpoint = None
 
     def pause(self) -> None:
         """Pause a running session at its next pause point: before the next model call, or

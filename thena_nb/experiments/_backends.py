@@ -72,7 +72,7 @@ async def _run_here(workflow: Workflow, job: Job, store: Any, timeout: float | N
         run = await (s._run_to_end() if timeout is None else _timed(s, timeout, store))
     except asyncio.CancelledError:
         # A session in a task of its own: stop it, or it would go on calling the model
-        # after the experiment was cancelled. It records the run as failed. (Run in this
+        # after the experiment was cancelled; it records the run as stopped. (Run in this
         # task, it has recorded the cancel already.)
         if timeout is not None:
             await _cancel_session(s)
