@@ -76,8 +76,19 @@ def remember(run: Run) -> None:
     _last[:] = [weakref.ref(run)]
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""Types `json.dumps` always writes (a float that is not finite as `NaN` or `Infinity`)."""
+
+
 def jsonable(value: Any) -> bool:
-    """Whether `json.dumps` can write `value`."""
+    """Whether `json.dumps` can write `value`.
+
+    Example:
+        >>> jsonable("done"), jsonable({"a": [1, 2.5, None]}), jsonable({1, 2})
+        (True, True, False)
+    """
+    if type(value) in _PLAIN:  # a run's usual output and state: no trial dump needed
+        return True
     try:
         json.dumps(value)
     except (TypeError, ValueError):

@@ -736,12 +736,13 @@ def _turn_json(turn: Turn) -> str:
     """A turn's row text: its fields at their defaults are left out (about half the bytes,
     and fewer pages to write per turn); loading fills them in, and rows that spell every
     field out, as earlier versions wrote them, load the same."""
-    return turn.model_dump_json(exclude_defaults=True)
+    # (the serializer itself: `model_dump_json` passes it every option, a turn's write each)
+    return turn.__pydantic_serializer__.to_json(turn, exclude_defaults=True).decode()
 
 
 def _messages_json(messages: list[Message]) -> str:
     """Messages as row text, their fields at defaults left out (`_turn_json`)."""
-    return _MESSAGES.dump_json(messages, exclude_defaults=True).decode()
+    return _MESSAGES.serializer.to_json(messages, exclude_defaults=True).decode()
 
 
 _json = json.JSONEncoder(ensure_ascii=False).encode
