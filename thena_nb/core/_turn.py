@@ -631,13 +631,17 @@ def _turn_info(text: str, done: list[ToolCall]) -> TurnInfo:
                 "response": text,
             },
         )
-    last = done[-1]
+    last, failed = done[-1], False
+    for c in done:  # (a loop: `all()` over a generator costs more, a turn each)
+        if not c.ok:
+            failed = True
+            break
     return construct(
         TurnInfo,
         {
             "called_tool": True,
             "tool_name": last.name,
-            "tool_error": not all(c.ok for c in done),
+            "tool_error": failed,
             "tool_call_source": last.source,
             "response": text,
         },
