@@ -76,8 +76,9 @@ def remember(run: Run) -> None:
     _last[:] = [weakref.ref(run)]
 
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-"""Types `json.dumps` always writes (a float that is not finite as `NaN` or `Infinity`)."""
+_PLAIN = frozenset({str, float, bool, type(None)})
+"""Types `json.dumps` always writes (a float that is not finite as `NaN` or `Infinity`; not
+`int`, whose digits past Python's limit it refuses)."""
 
 
 def jsonable(value: Any) -> bool:
