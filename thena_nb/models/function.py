@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models._offline import OfflineModel, as_reply
+from thena_nb.models._offline import OfflineModel, as_reply, with_call_ids
 
 __all__ = ["FunctionModel"]
 
@@ -51,6 +51,8 @@ class FunctionModel(OfflineModel):
             value = await asyncio.to_thread(self.fn, request)
         else:
             value = self.fn(request)
+        if type(value) is Reply:  # what the reply helpers make: nothing to check or to say
+            return with_call_ids(value, ids)
         return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=ids)
 
     def __repr__(self) -> str:
