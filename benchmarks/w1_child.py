@@ -1,6 +1,6 @@
 """One W1 configuration (or one peer) at one N, in a process of its own; prints JSON.
 
-    python -m benchmarks.w1_child CONFIG N REPEATS
+    python -m benchmarks.w1_child CONFIG N REPEATS [--back-to-back]
 
 CONFIG is one of `CONFIGS` (thena_nb) or `peer:NAME` (a name from `peers.PEERS`). The child
 runs a few untimed warm-up runs, then REPEATS timed runs, each after a `gc.collect()`; it times
@@ -8,6 +8,10 @@ every run with `time.process_time()` (CPU of the whole process, the store's writ
 included) and `time.perf_counter()` (wall), and checks every run made exactly N model calls
 and N - 1 tool calls. It prints one JSON object on stdout:
 `{"config", "n", "cpu_s": [...], "wall_s": [...], "model_calls", "tool_calls", ...}`.
+
+The collection before each run leaves the processor's caches cold, as a run started from a
+notebook cell finds them; `--back-to-back` times each run straight after the one before
+instead, as runs in a loop or an experiment go (`"between_runs"` in the JSON says which).
 
 `THENA_NB_BENCH_CODE=/path/to/a/checkout` makes the child import thena_nb from there (the
 harness itself stays this one), to measure another branch's code with the same harness.
@@ -35,6 +39,9 @@ CONFIGS = {
 }
 """thena_nb's configurations, default path first."""
 CODE_ENV = "THENA_NB_BENCH_CODE"
+BACK_TO_BACK = "--back-to-back"
+_collect_between = True
+"""`gc.collect()` before each timed run (`BACK_TO_BACK` turns it off)."""
 
 
 def _warmups(repeats: int) -> int:
@@ -87,7 +94,8 @@ def _timed(run: Callable[[], None], repeats: int) -> tuple[list[float], list[flo
         run()
     cpus, walls = [], []
     for _ in range(repeats):
-        gc.collect()
+        if _collect_between:
+            gc.collect()
         w0, c0 = time.perf_counter(), time.process_time()
         run()
         cpus.append(time.process_time() - c0)
@@ -100,7 +108,8 @@ async def _timed_async(run: Callable[[], Any], repeats: int) -> tuple[list[float
         await run()
     cpus, walls = [], []
     for _ in range(repeats):
-        gc.collect()
+        if _collect_between:
+            gc.collect()
         w0, c0 = time.perf_counter(), time.process_time()
         await run()
         cpus.append(time.process_time() - c0)
@@ -149,14 +158,19 @@ def measure(config: str, n: int, repeats: int) -> dict[str, Any]:
         out["thena_nb"] = os.path.dirname(os.path.dirname(os.path.abspath(thena_nb.__file__)))
     else:
         raise SystemExit(f"unknown configuration {config!r}; choose from {', '.join(CONFIGS)}")
-    return {"config": config, "n": n, "repeats": repeats, **out}
+    between = "gc.collect" if _collect_between else "nothing"
+    return {"config": config, "n": n, "repeats": repeats, "between_runs": between, **out}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `CONFIG N REPEATS`, measure, print the JSON object."""
+    """Parse `CONFIG N REPEATS [--back-to-back]`, measure, print the JSON object."""
+    global _collect_between
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
-        raise SystemExit("usage: python -m benchmarks.w1_child CONFIG N REPEATS")
+    flags = [a for a in args if a.startswith("--")]
+    args = [a for a in args if not a.startswith("--")]
+    if len(args) != 3 or any(f != BACK_TO_BACK for f in flags):
+        raise SystemExit(f"usage: python -m benchmarks.w1_child CONFIG N REPEATS [{BACK_TO_BACK}]")
+    _collect_between = not flags
     code = os.environ.get(CODE_ENV)
     if code:
         sys.path.insert(0, code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -86,6 +87,48 @@ def test_w1_child_checks_the_default_store(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert (out["config"], out["n"], out["model_calls"], out["tool_calls"]) == ("default", 3, 3, 2)
     assert out["stored_turns"] == 3 and len(out["cpu_s"]) == len(out["wall_s"]) == 1
+    assert out["between_runs"] == "gc.collect"
+
+
+@pytest.mark.parametrize(("flags", "collected"), [([], True), (["--back-to-back"], False)])
+def test_w1_child_collects_before_each_run_unless_back_to_back(
+    flags: list[str],
+    collected: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import w1_child
+
+    monkeypatch.setattr(w1_child, "_collect_between", True)
+    monkeypatch.setenv("THENA_NB_STORE", "off")  # the child points it at a file of its own
+    full: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    gc.callbacks.append(count)
+    try:
+        assert w1_child.main(["stripped", "2", "5", *flags]) == 0
+    finally:
+        gc.callbacks.remove(count)
+    out = json.loads(capsys.readouterr().out)
+    assert out["between_runs"] == ("gc.collect" if collected else "nothing")
+    assert len(out["cpu_s"]) == 5 and out["model_calls"] == 2
+    # five explicit full collections, one before each timed run; none asked for otherwise
+    assert (len(full) >= 5) is collected
+
+
+def test_w1_child_rejects_an_unknown_flag() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.w1_child", "stripped", "3", "1", "--warm"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "usage: python -m benchmarks.w1_child CONFIG N REPEATS [--back-to-back]" in proc.stderr
 
 
 def test_w1_child_rejects_an_unknown_configuration() -> None:
