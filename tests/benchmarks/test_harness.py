@@ -119,28 +119,26 @@ def test_w1_child_collects_before_each_run_unless_back_to_back(
     assert (len(full) >= 5) is collected
 
 
-def test_w1_child_rejects_an_unknown_flag() -> None:
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["fastest", "3", "1"], "unknown configuration 'fastest'; choose from default, sync"),
+        (
+            ["stripped", "3", "1", "--warm"],
+            "usage: python -m benchmarks.w1_child CONFIG N REPEATS [--back-to-back]",
+        ),
+    ],
+)
+def test_w1_child_rejects_bad_arguments(args: list[str], error: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.w1_child", "stripped", "3", "1", "--warm"],
+        [sys.executable, "-m", "benchmarks.w1_child", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode != 0
-    assert "usage: python -m benchmarks.w1_child CONFIG N REPEATS [--back-to-back]" in proc.stderr
-
-
-def test_w1_child_rejects_an_unknown_configuration() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.w1_child", "fastest", "3", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0
-    assert "unknown configuration 'fastest'; choose from default, sync" in proc.stderr
+    assert error in proc.stderr
 
 
 @pytest.mark.parametrize("peer", PEERS)
