@@ -6,6 +6,8 @@ from helpers import add_call, calc, fail_call
 from pydantic import BaseModel
 
 from thena_nb import Agent, Context, Workflow, loop, parallel, tool, until_answered
+from thena_nb.core._replay import HistoryHasher, _message_bytes
+from thena_nb.core.types import Message, ToolCall
 from thena_nb.models import ScriptedModel, reply
 
 
@@ -165,3 +167,49 @@ def test_a_fork_with_a_changed_agent_reuses_its_rescued_calls() -> None:
         c.id for t in first.turns[:2] for c in t.tool_calls
     ]
     assert forked.output == "changed answer"
+
+
+def test_request_keys_are_the_bytes_stored_runs_were_keyed_with() -> None:
+    # Stored runs hold these keys: if the bytes a message adds ever changed, a replay of a
+    # run stored before would go live from its first turn, paying for every call again.
+    calls = [
+        ToolCall(id="call_1_0", name="add", arguments={"a": 2, "b": 3}),
+        ToolCall(
+            id="rescued-0123456789ab-1",
+            name="lookup",
+            arguments={"q": 'naïve "x"\n', "tags": ["a", 1, None, 2.5], "nested": {"k": True}},
+            source="rescued",
+        ),
+    ]
+    history = [
+        Message(role="user", content="Résumé: add 2 and 3 — «quoted» 'x'"),
+        Message(role="assistant", agent="Calc", content="", tool_calls=calls),
+        Message(role="tool", agent="Calc", content="5", tool_call_id="call_1_0"),
+        Message(
+            role="tool",
+            agent="Calc",
+            content="Error: boom",
+            tool_call_id=calls[1].id,
+            is_error=True,
+        ),
+        Message(
+            role="assistant",
+            agent="Calc",
+            content="5, and 'done'",
+            tool_calls=[ToolCall(id="c", name="add", arguments={})],
+        ),
+        Message(role="assistant", agent="Calc", content="done"),
+    ]
+    for m in history:  # the calls as `repr` of their (id, name, arguments, source) tuples
+        d = m.__dict__
+        shown = repr([(c.id, c.name, c.arguments, c.source) for c in m.tool_calls])
+        expected = (
+            f"{d['role']}\x1e{d['agent']}\x1e{d['content']}\x1e{d['tool_call_id']}"
+            f"\x1e{d['is_error']}\x1e{shown if m.tool_calls else ''}\x1d"
+        )
+        assert _message_bytes(m) == expected.encode()
+    assert HistoryHasher().request_key(history, "agent-key") == "cfd775ac20a16e6d43c4dba02d5d0847"
+    hasher = HistoryHasher()  # a running hash: the same key, one message at a time
+    for i in range(1, len(history) + 1):
+        key = hasher.request_key(history[:i], "agent-key")
+    assert key == "cfd775ac20a16e6d43c4dba02d5d0847"

@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from thena_nb.core.types import Message, Turn, TurnInfo, finished
+from thena_nb.core.types import Message, ToolCall, Turn, TurnInfo, finished
 
 if TYPE_CHECKING:
     from thena_nb.core.model import Reply
@@ -32,13 +32,22 @@ def blake() -> Any:
 
 
 def _message_bytes(m: Message) -> bytes:
+    """What a message adds to a request key. Its calls are written as
+    `repr([(c.id, c.name, c.arguments, c.source), ...])` spells them: stored runs hold keys
+    made this way, so the bytes must never change (a replay of them would go live)."""
     d = m.__dict__
     calls = d["tool_calls"]
-    shown = repr([(c.id, c.name, c.arguments, c.source) for c in calls]) if calls else ""
+    shown = f"[{', '.join(map(_call_repr, calls))}]" if calls else ""
     return (
         f"{d['role']}\x1e{d['agent']}\x1e{d['content']}\x1e{d['tool_call_id']}"
         f"\x1e{d['is_error']}\x1e{shown}\x1d"
     ).encode()
+
+
+def _call_repr(call: ToolCall) -> str:
+    """`repr((c.id, c.name, c.arguments, c.source))`, without making the tuple (a call each)."""
+    c = call.__dict__
+    return f"({c['id']!r}, {c['name']!r}, {c['arguments']!r}, {c['source']!r})"
 
 
 class HistoryHasher:
