@@ -67,7 +67,7 @@ class HistoryHasher:
         self.length = len(history)
         out = h.copy()
         out.update(agent_key.encode())
-        return str(out.hexdigest())
+        return out.hexdigest()
 
     def fork(self, history: Sequence[Message]) -> HistoryHasher:
         """A hasher for a branch that starts from `history` (this hasher's own history)."""

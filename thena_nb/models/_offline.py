@@ -51,11 +51,11 @@ class CallCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def next(self, history: Sequence[Message] = ()) -> tuple[int, int]:
-        """The 1-based number of this call within the current run, and the `n` of its call
-        ids (`call_<n>_<i>`): the same, unless the run's first call found such ids in
-        `history` already (a resumed run), which the ids then continue after."""
-        run = current_run()
+    def next(self, history: Sequence[Message] = (), run: Any = None) -> tuple[int, int]:
+        """The 1-based number of this call within `run` (the current run, `None` outside
+        one), and the `n` of its call ids (`call_<n>_<i>`): the same, unless the run's first
+        call found such ids in `history` already (a resumed run), which the ids then
+        continue after."""
         if run is None:
             self._outside += 1
             return self._outside, self._outside
@@ -94,9 +94,8 @@ class RequestLog:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def add(self, request: ModelRequest) -> None:
-        """Keep `request` in the log of the current run."""
-        run = current_run()
+    def add(self, request: ModelRequest, run: Any = None) -> None:
+        """Keep `request` in the log of `run` (the current run, `None` outside one)."""
         if run is None:
             self._outside.append(request)
             return
@@ -171,8 +170,9 @@ class OfflineModel:
     def _receive(self, request: ModelRequest) -> tuple[int, int]:
         """Keep `request`; return the 1-based number of this call within the current run
         and the `n` of its call ids (`CallCounter.next`)."""
-        self._log.add(request)
-        return self._calls.next(request.messages)
+        run = current_run()
+        self._log.add(request, run)
+        return self._calls.next(request.messages, run)
 
 
 def render_request(request: ModelRequest) -> dict[str, Any]:

@@ -107,6 +107,9 @@ def tool(
     """
     args = dict(arguments or {})
     args.update(kw_arguments)
+    reason = finish_reason or "tool_use"
+    if type(reason) is str and _counts_fit(input_tokens, output_tokens):  # as `calls` does
+        return _reply("", [_native_call(name, args)], reason, input_tokens, output_tokens)
     return calls(
         [(name, args)],
         finish_reason=finish_reason,
@@ -126,7 +129,7 @@ def calls(
     """Several native tool calls in one turn, in order."""
     # The id is left empty: offline models give each call an id that is the same in every
     # run (`call_<n>_<i>`), so replays and request keys line up.
-    made = [_native_call(name, args) for name, args in tool_calls]
+    made = [_native_call(name, dict(args)) for name, args in tool_calls]
     reason = finish_reason or ("tool_use" if made else "end_turn")
     if type(text) is str and type(reason) is str and _counts_fit(input_tokens, output_tokens):
         return _reply(text, made, reason, input_tokens, output_tokens)
@@ -155,8 +158,8 @@ def _counts_fit(input_tokens: object, output_tokens: object) -> bool:
     )
 
 
-def _native_call(name: object, args: Mapping[str, Any]) -> ToolCall:
-    arguments = dict(args)
+def _native_call(name: object, arguments: dict[str, Any]) -> ToolCall:
+    """A call of `name` with `arguments`, a dict of the caller's own (the call keeps it)."""
     plain = type(name) is str
     for k in arguments:  # (a loop: `all()` over a generator costs more, a call each)
         if type(k) is not str:
