@@ -61,7 +61,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     if control.checkpoint is not None and may_pause(at):
         await control.checkpoint("model")  # the gate opens with the session's pause point
     gate(control)
-    key, recorded = request(agent, at, node.path)
+    path = node.path
+    key, recorded = request(agent, at, path)
     if agent.sources:
         agent = await for_turn(agent, control, recorded)  # opened once per run
     if _observe.observer is not None:
@@ -69,7 +70,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     started_at, t0 = datetime.now(UTC), time.perf_counter()
     at.in_call = True  # what `Session.stop()` cancels
     try:
-        reply, attempts, sent = await model(agent, at, node.path, recorded)
+        reply, attempts, sent = await model(agent, at, path, recorded)
     except asyncio.CancelledError:
         stopped_during_call(control)
         raise
@@ -77,7 +78,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
         if _observe.observer is not None:
             _observe.observer.turn_failed(node, exc)
         node.error = f"{type(exc).__name__}: {exc}"
-        note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {node.path!r}")
+        note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {path!r}")
         raise
     finally:
         at.in_call = False
@@ -88,7 +89,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
         if proposed and (agent._gated or control.gates):
             timing = (started_at, time.perf_counter() - t0, attempts)
             asked = (key, sent)
-            proposed = await decided(agent, at, node.path, asked, recorded, reply, proposed, timing)
+            proposed = await decided(agent, at, path, asked, recorded, reply, proposed, timing)
         done = await tools(agent, at, proposed, recorded)
     except Halt:
         del history[first:]  # stopped (or waiting) before its tools ran: the turn is not recorded
@@ -99,7 +100,7 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     # S10: each open loop's streak after the calls (calls a stop cut short are no failures)
     failures = _count_failures(at.loops, done) if at.stopped is None else []
     timing = (started_at, time.perf_counter() - t0, attempts)
-    turn = _turn(agent, at, node.path, (key, sent), recorded, reply, done, timing)
+    turn = _turn(agent, at, path, (key, sent), recorded, reply, done, timing)
     if _observe.observer is not None:
         _observe.observer.turn_finished(node, turn)
     turn = await record(agent, at, node, turn, done, first, failures)
@@ -279,12 +280,13 @@ def calls(
     Reasoning written in the text (`<think>…</think>`, a harmony analysis channel, …) is
     kept apart from the answer and never searched for calls.
     """
+    said = reply.__dict__  # plain reads of the reply's fields: this runs once per turn
     if recorded is not None:
         proposed = [_as_proposed(agent, c) for c in recorded.tool_calls]
-    elif reply.tool_calls:
-        proposed = list(reply.tool_calls)
+    elif said["tool_calls"]:
+        proposed = list(said["tool_calls"])
         reply = _without_reasoning(reply, None)
-    elif not agent.rescue or not agent.tools or not reply.text:
+    elif not agent.rescue or not agent.tools or not said["text"]:
         proposed = []
         reply = _without_reasoning(reply, None)
     else:
@@ -297,13 +299,14 @@ def calls(
             error = error_observation(call.name, call.arguments, reason=call.error)
             proposed.append(finished(call, error=error))
         reply = _without_reasoning(reply, (scan.reasoning, scan.text))
+    said = reply.__dict__  # (the reply as the turn keeps it)
     message = blank(Message)
     message["role"] = "assistant"
-    message["content"] = reply.text
+    message["content"] = said["text"]
     message["agent"] = agent.name
     message["tool_calls"] = proposed
     message["is_error"] = False
-    message["reasoning_blocks"] = reply.reasoning_blocks
+    message["reasoning_blocks"] = said["reasoning_blocks"]
     history.append(construct(Message, message))
     return reply, proposed
 
@@ -315,7 +318,8 @@ def _text_order(call: ToolCall) -> int:
 
 def _without_reasoning(reply: Reply, found: tuple[str | None, str | None] | None) -> Reply:
     """`reply` with the reasoning in its text moved to `reasoning` (a copy, when any)."""
-    if reply.reasoning is not None or not reply.text:
+    said = reply.__dict__
+    if said["reasoning"] is not None or not said["text"]:
         return reply  # the adapter kept them apart already
     if found is None:
         reasoning, text = _portals.split_reasoning(reply.text)
@@ -452,13 +456,15 @@ def _not_run(call: ToolCall) -> ToolCall:
 
 def _add_results(history: list[Message], agent: str, done: list[ToolCall]) -> None:
     for call in done:
+        c = call.__dict__  # plain reads: a call each
+        ok = c["ok"]
         message = blank(Message)
         message["role"] = "tool"
-        message["content"] = (call.result if call.ok else call.error) or ""
+        message["content"] = (c["result"] if ok else c["error"]) or ""
         message["agent"] = agent
         message["tool_calls"] = []
-        message["tool_call_id"] = call.id
-        message["is_error"] = not call.ok
+        message["tool_call_id"] = c["id"]
+        message["is_error"] = not ok
         message["reasoning_blocks"] = ()
         history.append(construct(Message, message))
 
@@ -574,6 +580,7 @@ def _turn(
     else:
         cost, saved = _cost(agent.model, reply, recorded)
         at.control.run.usage.add_cost(cost, saved)
+    said = reply.__dict__  # plain reads of the reply's fields: this runs once per turn
     values = blank(Turn)
     values["index"] = len(at.scope.turns)
     values["step_path"] = path
@@ -581,15 +588,15 @@ def _turn(
     values["model"] = getattr(agent.model, "name", "")
     values["iteration"] = inner.iteration if inner else None
     values["branch"] = at.scope.branch
-    values["info"] = _turn_info(reply.text, done)
+    values["info"] = _turn_info(said["text"], done)
     values["tool_calls"] = done
-    values["finish_reason"] = reply.finish_reason or (
-        "tool_use" if reply.tool_calls else "end_turn"
+    values["finish_reason"] = said["finish_reason"] or (
+        "tool_use" if said["tool_calls"] else "end_turn"
     )
-    values["input_tokens"] = reply.input_tokens
-    values["output_tokens"] = reply.output_tokens
-    values["cache_read_tokens"] = reply.cache_read_tokens
-    values["cache_write_tokens"] = reply.cache_write_tokens
+    values["input_tokens"] = said["input_tokens"]
+    values["output_tokens"] = said["output_tokens"]
+    values["cache_read_tokens"] = said["cache_read_tokens"]
+    values["cache_write_tokens"] = said["cache_write_tokens"]
     values["attempts"] = attempts
     values["consecutive_fails"] = inner.consecutive if inner else 0
     values["started_at"] = started_at
@@ -597,9 +604,9 @@ def _turn(
     values["request_key"] = key
     values["request"] = sent
     values["replayed"] = recorded is not None and _served(at)
-    values["reasoning"] = reply.reasoning
-    values["reasoning_tokens"] = reply.reasoning_tokens
-    values["reasoning_blocks"] = reply.reasoning_blocks
+    values["reasoning"] = said["reasoning"]
+    values["reasoning_tokens"] = said["reasoning_tokens"]
+    values["reasoning_blocks"] = said["reasoning_blocks"]
     values["cost_usd"] = cost
     values["saved_usd"] = saved
     return construct(Turn, values)
