@@ -186,17 +186,16 @@ def render_request(request: ModelRequest) -> dict[str, Any]:
 
 def with_call_ids(reply: Reply, call: int) -> Reply:
     """Give the reply helpers' calls ids that are the same in every run: `call_<n>_<i>`."""
-    for c in reply.tool_calls:  # (a loop: `any()` over a generator costs more per call)
+    said = reply.__dict__  # plain reads: a reply per call
+    made = said["tool_calls"]
+    for c in made:  # (a loop: `any()` over a generator costs more per call)
         if c.id == "":
             break
     else:
         return reply
     # Copies without pydantic's copy protocol (a reply per call): the values are the reply's.
-    calls = [
-        finished(c, id=f"call_{call}_{i}") if c.id == "" else c
-        for i, c in enumerate(reply.tool_calls)
-    ]
-    return construct(Reply, {**reply.__dict__, "tool_calls": calls})
+    calls = [finished(c, id=f"call_{call}_{i}") if c.id == "" else c for i, c in enumerate(made)]
+    return construct(Reply, {**said, "tool_calls": calls})
 
 
 def call_number(messages: Sequence[Message], call: int) -> int:

@@ -720,13 +720,14 @@ def _finish_rows(conn: sqlite3.Connection, ending: _Ending, fresh: bool = False)
 
 def _turn_values(run_id: str, record: TurnRecord) -> tuple[Any, ...]:
     turn = record.turn
+    t = turn.__dict__  # plain reads: a turn each
     return (
         run_id,
-        turn.index,
+        t["index"],
         STORE_FORMAT,
-        turn.request_key,
-        turn.input_tokens,
-        turn.output_tokens,
+        t["request_key"],
+        t["input_tokens"],
+        t["output_tokens"],
         _turn_json(turn),
         *_state_and_messages(record),
     )
