@@ -3,7 +3,8 @@
 Timing a turn on a shared virtual machine swings by a third from one process to the next,
 more than most changes to the per-turn path are worth. Callgrind (valgrind) counts the
 instructions a process runs instead, and gives the same count again for the same code and
-inputs. So for each configuration and checkout this launches two processes under callgrind,
+inputs in one invocation (between invocations it moved by up to 2 %: compare checkouts in
+one). So for each configuration and checkout this launches two processes under callgrind,
 one making A timed runs of the W1 loop at N turns, the other B (after the same warm-up runs),
 and reports `(instructions of B - instructions of A) / ((B - A) * N)`: the instructions per
 turn, start-up, imports and warm-up cancelled out.

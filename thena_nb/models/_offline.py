@@ -51,7 +51,7 @@ class CallCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def next(self, history: Sequence[Message] = (), run: Any = None) -> tuple[int, int]:
+    def next(self, history: Sequence[Message], run: Any) -> tuple[int, int]:
         """The 1-based number of this call within `run` (the current run, `None` outside
         one), and the `n` of its call ids (`call_<n>_<i>`): the same, unless the run's first
         call found such ids in `history` already (a resumed run), which the ids then
@@ -94,7 +94,7 @@ class RequestLog:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def add(self, request: ModelRequest, run: Any = None) -> None:
+    def add(self, request: ModelRequest, run: Any) -> None:
         """Keep `request` in the log of `run` (the current run, `None` outside one)."""
         if run is None:
             self._outside.append(request)
