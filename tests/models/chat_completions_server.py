@@ -89,6 +89,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    client: tuple[str, int] = ("", 0)
+    """The client's address and port: requests on one connection share it."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -227,9 +229,9 @@ def _handler(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
                 self._json(400, _error("request body is not JSON"))
                 return
             with server._lock:
-                server.requests.append(
-                    Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                )
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                client = (str(self.client_address[0]), int(self.client_address[1]))
+                server.requests.append(Recorded(self.path, headers, body, client))
             if self.path != "/v1/chat/completions":
                 self._json(404, _error(f"no route {self.path}"))
                 return

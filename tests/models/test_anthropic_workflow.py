@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import os
+import warnings
 from typing import Any
 
 import pytest
@@ -212,3 +215,24 @@ def test_live_smoke() -> None:
     assert any(call.name == "add" and call.ok for turn in run.turns for call in turn.tool_calls)
     assert "42" in run.output
     assert run.usage.input_tokens > 0
+
+
+def test_a_notebook_runs_connections_are_closed_with_its_loop() -> None:
+    """Under a running loop (a Jupyter kernel's), `wf.run()` runs on a fresh loop of its
+    own: the client made for that loop closes its connections before the loop closes, so
+    none is left for the collector to find open."""
+    with MessagesAPIServer(api_key=SENTINEL_KEY) as server:
+        server.script(tool_use("add", {"a": 2, "b": 3}), text("5"))
+        model = AnthropicModel("claude-test", base_url=server.base_url, api_key=SENTINEL_KEY)
+        agent = Agent("Calc", model=model, tools=[add])
+        wf = Workflow("w", [loop(steps=[agent], until=until_answered, max_iterations=3)])
+
+        async def cell() -> Any:
+            return wf.run("go", store=False)  # blocks the running loop, as a cell does
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            run = asyncio.run(cell())
+            gc.collect()
+    assert run.output == "5"
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

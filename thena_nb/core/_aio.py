@@ -8,16 +8,18 @@ import _signal  # type: ignore[import-not-found]
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import signal
 import threading
-from collections.abc import Coroutine
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from thena_nb.core import _portals
 
 T = TypeVar("T")
 
-__all__ = ["run_sync"]
+__all__ = ["close_at_loop_end", "run_sync"]
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -53,8 +55,39 @@ def _own_loop() -> asyncio.AbstractEventLoop:
 
 def _close(loop: asyncio.AbstractEventLoop) -> None:
     if not loop.is_closed() and not loop.is_running():
+        loop.run_until_complete(_ending(loop))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+_at_end: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Callable[[], Awaitable[Any]]]]
+_at_end = weakref.WeakKeyDictionary()
+
+
+def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[Any]]) -> None:
+    """Await `close()` on `loop` just before it closes, when `run_sync` made the loop: the
+    fresh loop of a run under a running loop (a notebook's `wf.run()`), or a thread's reused
+    loop at exit. For what lives as long as its loop, such as a model's connection pool:
+    connections belong to the loop that opened them and cannot be closed once it has.
+
+    A loop made elsewhere (`asyncio.run`) never runs it: the entry goes with the loop.
+
+    Example:
+        >>> async def main() -> None:
+        ...     async def close() -> None:
+        ...         print("closed")
+        ...     close_at_loop_end(asyncio.get_running_loop(), close)
+        >>> asyncio.run(main())  # a loop `run_sync` did not make: nothing is printed
+    """
+    _at_end.setdefault(loop, []).append(close)
+
+
+async def _ending(loop: asyncio.AbstractEventLoop) -> None:
+    """What `close_at_loop_end` registered for `loop`, each awaited once; a failure to close
+    does not stop the others."""
+    for close in _at_end.pop(loop, []):
+        with contextlib.suppress(Exception):
+            await close()
 
 
 def _run_here(coro: Coroutine[Any, Any, T]) -> T:
@@ -133,6 +166,7 @@ def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
             result.set_exception(exc)
         finally:
             try:
+                loop.run_until_complete(_ending(loop))
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()

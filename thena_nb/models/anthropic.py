@@ -55,6 +55,7 @@ except ImportError:  # pragma: no cover - older SDKs
 
 from pydantic import ValidationError
 
+from thena_nb.core._aio import close_at_loop_end
 from thena_nb.core._reply_check import refused_reply
 from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
@@ -257,6 +258,7 @@ class AnthropicModel:
                 http_client=anthropic.DefaultAsyncHttpxClient(),
             )
             self._loop = weakref.ref(loop)
+            close_at_loop_end(loop, self._client.close)  # its connections go with the loop
         return self._client
 
     def __getstate__(self) -> dict[str, Any]:

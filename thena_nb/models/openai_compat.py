@@ -28,17 +28,20 @@ not sent back.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
+from thena_nb.core._aio import close_at_loop_end
 from thena_nb.core._reply_check import refused_reply
 from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
@@ -147,8 +150,9 @@ class OpenAICompatModel:
             need none).
         client: A configured `openai.AsyncOpenAI` to use instead of building one. It is
             used as it is (its timeout applies, its retries are turned off), so keep it to
-            one event loop; a client the model builds itself opens fresh connections per call
-            and works across `wf.run()` calls.
+            one event loop; a client the model builds itself keeps a connection pool per
+            event loop, reused from call to call and run to run, and works across
+            `wf.run()` calls.
         timeout: Seconds before a request counts as timed out.
         stream: Stream the reply (SSE) and pass each text piece to `request.on_text_delta`.
         tools_mode: `"auto"`, `"prompt"` or `"none"`, as above.
@@ -199,6 +203,8 @@ class OpenAICompatModel:
         self.stream = stream
         self.tools_mode: ToolsMode = tools_mode
         self._client = client
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
+        self._clients = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         parts = [repr(self.model), f"base_url={redact_url(self.base_url or '')!r}"]
@@ -217,11 +223,11 @@ class OpenAICompatModel:
         """
         params = self.render(request)
         with self._map_errors(request.agent):
-            async with self._connection() as client:
-                if self.stream:
-                    return await self._respond_streamed(client, params, request)
-                completion = await client.chat.completions.create(**params)
-                return self._reply(completion, request.agent)
+            client = self._client_for_running_loop()
+            if self.stream:
+                return await self._respond_streamed(client, params, request)
+            completion = await client.chat.completions.create(**_sent_as_is(params))
+            return self._reply(completion, request.agent)
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The same as `render`."""
@@ -265,28 +271,31 @@ class OpenAICompatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[openai.AsyncOpenAI]:
-        """The SDK client for one call.
+    def _client_for_running_loop(self) -> openai.AsyncOpenAI:
+        """The SDK client for a call on the running event loop.
 
-        HTTP connections belong to the event loop that opened them, and a workflow may run
-        each call on a new loop (`wf.run()` in a script or a notebook), so a client this
-        model built gets a fresh connection pool per call, closed when the call ends. A
-        `client=` the user passed is used as it is.
+        HTTP connections belong to the event loop that opened them, so a client this model
+        built gets a connection pool of its own per loop, made on the loop's first call and
+        kept for its later ones: the turns of a run, and the runs of `wf.run()` in a script
+        (each reuses its thread's loop), share their connections, closed as the loop ends
+        when thena_nb made it (`close_at_loop_end`). A `client=` the user passed is used as
+        it is.
         """
         if not self._own_client:
-            yield self._client
-            return
-        client = self._client.with_options(http_client=openai.DefaultAsyncHttpxClient())
-        try:
-            yield client
-        finally:
-            await client.close()
+            return self._client
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._client.with_options(http_client=openai.DefaultAsyncHttpxClient())
+            self._clients[loop] = client
+            close_at_loop_end(loop, client.close)
+        return client
 
     def __getstate__(self) -> dict[str, Any]:
         """What a copy (pickle, a Ray worker) needs: the SDK client this model built holds
         locks and connections, so it travels as its settings and is built again."""
         state = dict(self.__dict__)
+        del state["_clients"]  # each copy opens its own connections
         if self._own_client:
             client = state.pop("_client")
             state["_client_settings"] = {"api_key": client.api_key, "timeout": client.timeout}
@@ -295,13 +304,14 @@ class OpenAICompatModel:
     def __setstate__(self, state: dict[str, Any]) -> None:
         settings = state.pop("_client_settings", None)
         self.__dict__.update(state)
+        self._clients = weakref.WeakKeyDictionary()
         if settings is not None:
             self._client = openai.AsyncOpenAI(base_url=self.base_url, max_retries=0, **settings)
 
     async def _respond_streamed(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest
     ) -> Reply:
-        stream = await client.chat.completions.create(**params)
+        stream = await client.chat.completions.create(**_sent_as_is(params))
         builder = _StreamedReply()
         async with stream:
             async for chunk in stream:
@@ -396,6 +406,25 @@ class OpenAICompatModel:
         every other secret `core/_secrets.py` `scrub` knows)."""
         key = self._client.api_key
         return [key] if isinstance(key, str) and key != _PLACEHOLDER_KEY else []
+
+
+_AS_IS = ("messages", "tools")
+"""The parts of a request that grow with the run: sent as they are (`_sent_as_is`)."""
+
+
+def _sent_as_is(params: dict[str, Any]) -> dict[str, Any]:
+    """`render`'s parameters as `chat.completions.create` arguments the SDK sends unchanged.
+
+    `create` otherwise walks every message and tool against the request's type hints
+    (the SDK's `maybe_transform`), which costs about 0.2 ms a message, a whole history's
+    worth on every call, and changes nothing in what `render` makes (plain JSON values; a
+    test pins it). So `messages` and `tools` go in `extra_body`, which the SDK merges into
+    the request body as it is (`messages=[]` stands in for the required argument).
+    """
+    args = {name: value for name, value in params.items() if name not in _AS_IS}
+    args["messages"] = []
+    args["extra_body"] = {name: params[name] for name in _AS_IS if name in params}
+    return args
 
 
 # --- history -> chat completions messages --------------------------------------------------

@@ -1,0 +1,195 @@
+"""W1 through the real adapters: what a turn costs the client with the SDK on the wire.
+
+    python -m benchmarks.adapter_turn                        # both adapters, N = 1, 20, 200
+    python -m benchmarks.adapter_turn --adapter openai --n 200 --runs 3
+    python -m benchmarks.adapter_turn --store none           # without the SQLite store
+    python -m benchmarks.adapter_turn --code ../before --code .     # before and after
+    python -m benchmarks.adapter_turn --json out.json
+
+The W1 loop (N model calls, N - 1 tool calls) with `OpenAICompatModel` or `AnthropicModel`
+as the agent's model, against `benchmarks/_api_server.py` on 127.0.0.1: the official SDK
+sends every request over HTTP and parses every answer, as it does against Ollama, vLLM or
+Anthropic's API. The default path otherwise: rescue on, the default SQLite store (a file in a
+temporary directory), `wf.run`. Each adapter and N runs in a process of its own
+(`--child ADAPTER N RUNS STORE`) beside the server's process, so that only the client's work
+is counted: one untimed run, then RUNS runs, each after a `gc.collect()`, timed with
+`time.process_time()` (CPU of the whole client process). A figure is the median over the
+runs, in µs of CPU per turn (per run at N = 1). Every run is checked for N model calls and
+N - 1 tool calls, and the server counts the connections the client opened.
+
+A turn here costs far more than the `FunctionModel` turn W1 times: the SDK builds an HTTP
+request and parses a JSON answer, and the adapter renders the whole history for every call
+(a request carries it all), so the per-turn cost grows with N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import warnings
+from pathlib import Path
+from typing import Any
+
+from benchmarks.import_cost import child_env
+
+ROOT = Path(__file__).resolve().parent.parent
+ADAPTERS = ("openai", "anthropic")
+CODE_ENV = "THENA_NB_BENCH_CODE"
+
+
+def _model(adapter: str, port: int) -> Any:
+    if adapter == "openai":
+        from thena_nb.models.openai_compat import OpenAICompatModel
+
+        model: Any = OpenAICompatModel(
+            "bench-model", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-bench"
+        )
+        model.provider = "openai"  # priced as OpenAI's (an unknown model: no price, no warning)
+        return model
+    from thena_nb.models.anthropic import AnthropicModel
+
+    return AnthropicModel(
+        "bench-model", api_key="sk-ant-bench", base_url=f"http://127.0.0.1:{port}"
+    )
+
+
+def _connections(port: int) -> int:
+    """The connections the server accepted before this question (asked on one more)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/connections", timeout=10) as answer:
+        return int(json.load(answer)["connections"]) - 1
+
+
+def _child(adapter: str, n: int, runs: int, store_name: str) -> dict[str, Any]:
+    """`runs` timed runs of W1 at `n` turns through `adapter`, in this process."""
+    code = os.environ.get(CODE_ENV)
+    if code:
+        sys.path.insert(0, code)
+    from thena_nb import Agent, Workflow, loop, tool, until_answered
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks._api_server", str(n)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        with tempfile.TemporaryDirectory(prefix="adapter-turn-") as tmp:
+            os.environ["THENA_NB_STORE"] = os.path.join(tmp, "runs.sqlite3")
+            store: Any = None if store_name == "default" else False
+            agent = Agent("Calc", model=_model(adapter, port), tools=[add])
+            wf = Workflow("bench", [loop(steps=[agent], until=until_answered, max_iterations=n)])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an unpriced model's warning, once
+                _check(wf.run("go", store=store), n)
+            before = _connections(port)
+            cpus = []
+            for _ in range(runs):
+                gc.collect()
+                c0 = time.process_time()
+                run = wf.run("go", store=store)
+                cpus.append(time.process_time() - c0)
+                _check(run, n)
+            opened = _connections(port) - before - 1  # (the first question's own)
+    finally:
+        server.kill()
+        server.wait()
+    per = [c / n * 1e6 for c in cpus]
+    return {
+        "adapter": adapter,
+        "n": n,
+        "store": store_name,
+        "runs": runs,
+        "cpu_us_per_turn": per,
+        "median_us": statistics.median(per),
+        "connections_per_run": opened / runs,
+    }
+
+
+def _check(run: Any, n: int) -> None:
+    usage = run.usage
+    if (usage.model_calls, usage.tool_calls) != (n, n - 1) or run.output != "done":
+        raise AssertionError(
+            f"N={n}: {usage.model_calls} model calls, {usage.tool_calls} tool calls, "
+            f"status {run.status!r}, error {run.error!r}"
+        )
+
+
+def measure(adapter: str, n: int, runs: int, store: str, code_dir: Path) -> dict[str, Any]:
+    """One child process's figures for `adapter` at `n` turns with `code_dir`'s thena_nb."""
+    env = child_env(code_dir)
+    env[CODE_ENV] = str(code_dir)
+    args = [sys.executable, "-m", "benchmarks.adapter_turn", "--child", adapter, str(n)]
+    done = subprocess.run(
+        [*args, str(runs), store], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+    )
+    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    row["code"] = str(code_dir)
+    return row
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    """The rows as a text table; beside each checkout after the first, the change."""
+    lines = [f"{'adapter':<10} {'N':>5} {'CPU µs/turn':>12} {'connections/run':>16}  code"]
+    first: dict[tuple[str, int], float] = {}
+    for r in rows:
+        key, change = (r["adapter"], r["n"]), ""
+        if key in first:
+            change = f"  ({(r['median_us'] / first[key] - 1) * 100:+.0f} %)"
+        else:
+            first[key] = r["median_us"]
+        lines.append(
+            f"{r['adapter']:<10} {r['n']:>5} {r['median_us']:>12,.0f} "
+            f"{r['connections_per_run']:>16.1f}  {r['code']}{change}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print a table and optionally write JSON (or, with `--child`, be one child)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--child"]:
+        if len(args) != 5 or args[1] not in ADAPTERS or args[4] not in ("default", "none"):
+            raise SystemExit(f"usage: --child {{{','.join(ADAPTERS)}}} N RUNS {{default,none}}")
+        print(json.dumps(_child(args[1], int(args[2]), int(args[3]), args[4])))
+        return 0
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--adapter", action="append", choices=ADAPTERS, help="repeatable")
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 20, 200], help="(1 20 200)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per process (5)")
+    parser.add_argument("--store", choices=("default", "none"), default="default")
+    parser.add_argument("--code", action="append", help="a checkout to measure (repeatable)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    opts = parser.parse_args(args)
+    if opts.runs < 1 or min(opts.n) < 1:
+        parser.error("--runs and every --n must be at least 1")
+    code_dirs = [Path(c).resolve() for c in opts.code] if opts.code else [ROOT]
+    rows = [
+        measure(adapter, n, opts.runs, opts.store, code_dir)
+        for adapter in opts.adapter or ADAPTERS
+        for n in opts.n
+        for code_dir in code_dirs
+    ]
+    print(render(rows))
+    if opts.json:
+        with open(opts.json, "w") as fh:
+            json.dump({"workload": "W1 through the real adapters", "rows": rows}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`OpenAICompatModel` on the wire: one connection pool per event loop, and `render`'s
+parameters sent as they are.
+
+A pool made for every call opened a connection (and built an SSL context, ~25 ms of CPU)
+every turn; the SDK's own request building walked every message of the history against
+the request's type hints on every call (~0.2 ms a message). Both grew a long run's turns
+from a few ms to tens of ms. These tests run the real SDK against the chat completions
+server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import pickle
+import warnings
+from typing import Any
+
+import pytest
+from chat_completions_server import ChatCompletionsServer, Completion
+from openai._utils import maybe_transform
+from openai.types.chat import completion_create_params
+
+from thena_nb import Agent, Message, ToolCall, Workflow, loop, tool, until_answered
+from thena_nb.models import ModelRequest
+from thena_nb.models.openai_compat import OpenAICompatModel
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _script(server: ChatCompletionsServer, runs: int) -> None:
+    """Each run: two calls of `add`, then an answer."""
+    for _ in range(runs):
+        server.add(
+            Completion(tool_calls=(("call_a", "add", {"a": 1, "b": 2}),)),
+            Completion(tool_calls=(("call_b", "add", {"a": 3, "b": 4}),)),
+            Completion("done"),
+        )
+
+
+def _workflow(model: OpenAICompatModel) -> Workflow:
+    agent = Agent("Calc", model=model, tools=[add])
+    return Workflow("w", [loop(steps=[agent], until=until_answered, max_iterations=5)])
+
+
+def _model(server: ChatCompletionsServer) -> OpenAICompatModel:
+    model = OpenAICompatModel(
+        "gpt-4o-mini", base_url=server.base_url, api_key="sk-test", timeout=5.0
+    )
+    model.provider = "openai"  # priced as OpenAI's own
+    return model
+
+
+def test_the_turns_and_runs_of_one_thread_share_a_connection() -> None:
+    """Two runs of three turns each, `wf.run()` on one thread: six requests, one connection."""
+    with ChatCompletionsServer() as server:
+        _script(server, runs=2)
+        wf = _workflow(_model(server))
+        for _ in range(2):
+            run = wf.run("go", store=False)
+            assert (run.output, run.usage.model_calls, run.usage.tool_calls) == ("done", 3, 2)
+    assert len(server.requests) == 6
+    assert len({r.client for r in server.requests}) == 1
+
+
+def test_each_event_loop_has_its_own_pool() -> None:
+    """Connections belong to the loop that opened them: runs on two loops in turn each
+    open their own and both finish, and a run on a thread's loop after them too."""
+    with ChatCompletionsServer() as server:
+        _script(server, runs=3)
+        wf = _workflow(_model(server))
+        for _ in range(2):
+            run = asyncio.run(wf.arun("go", store=False))
+            assert run.output == "done"
+        assert wf.run("go", store=False).output == "done"
+    clients = [r.client for r in server.requests]
+    assert len(set(clients[:3])) == len(set(clients[3:6])) == len(set(clients[6:])) == 1
+    assert len(set(clients)) == 3
+
+
+def test_a_notebook_runs_pool_is_closed_with_its_loop() -> None:
+    """Under a running loop (a Jupyter kernel's), `wf.run()` runs on a fresh loop of its
+    own: the pool made on that loop is closed before the loop closes, so no connection is
+    left for the collector to find open."""
+    with ChatCompletionsServer() as server:
+        _script(server, runs=1)
+        wf = _workflow(_model(server))
+
+        async def cell() -> Any:
+            return wf.run("go", store=False)  # blocks the running loop, as a cell does
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            run = asyncio.run(cell())
+            gc.collect()
+    assert run.output == "done"
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_model_that_made_calls_still_pickles() -> None:
+    """Its pools stay behind (they hold live connections); the copy opens its own."""
+    with ChatCompletionsServer() as server:
+        _script(server, runs=2)
+        model = _model(server)
+        assert _workflow(model).run("go", store=False).output == "done"
+        copy = pickle.loads(pickle.dumps(model))
+        assert _workflow(copy).run("go", store=False).output == "done"
+        assert copy.base_url == model.base_url
+
+
+CALL = ToolCall(id="call_1", name="add", arguments={"a": 1, "b": 2, "note": "é ✓"})
+RESCUED = ToolCall(id="rescued-1", name="add", arguments={"a": 5, "b": 6}, source="rescued")
+HISTORY = [
+    Message(role="user", content="Add, please."),
+    Message(role="assistant", content="", agent="Calc", tool_calls=[CALL]),
+    Message(role="tool", content="3", agent="Calc", tool_call_id="call_1"),
+    Message(role="assistant", content="Other.", agent="Helper", tool_calls=[CALL]),
+    Message(
+        role="assistant",
+        content='<tool_call>{"name": "add"}</tool_call>',
+        agent="Calc",
+        tool_calls=[RESCUED, ToolCall(id="call_2", name="add", arguments={"a": 0, "b": 0})],
+    ),
+    Message(role="tool", content="11", agent="Calc", tool_call_id="rescued-1"),
+    Message(role="tool", content="boom", agent="Calc", tool_call_id="call_x", is_error=True),
+]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"tools_mode": "prompt"}, {"tools_mode": "none"}, {"stream": True}],
+    ids=["auto", "prompt", "none", "stream"],
+)
+def test_what_is_sent_is_what_the_sdks_own_request_building_sends(options: dict[str, Any]) -> None:
+    """`render` makes plain JSON values, which the SDK's `maybe_transform` (what
+    `chat.completions.create` runs on its arguments) gives back unchanged: sending them as
+    they are, past it, sends the same request."""
+    model = OpenAICompatModel("m", base_url="http://127.0.0.1:9/v1", **options)
+    request = ModelRequest(agent="Calc", messages=HISTORY, system="Be exact.", tools=[add.spec])
+    params = model.render(request)
+    kind = (
+        completion_create_params.CompletionCreateParamsStreaming
+        if options.get("stream")
+        else completion_create_params.CompletionCreateParamsNonStreaming
+    )
+    assert params["messages"]  # (the history is in it)
+    assert maybe_transform(params, kind) == params
+
+
+@pytest.mark.anyio
+async def test_the_server_gets_the_rendered_request() -> None:
+    """The body on the wire is `render(request)`, the history and the tools included."""
+    with ChatCompletionsServer() as server:
+        server.add(Completion("ok"))
+        model = _model(server)
+        request = ModelRequest(
+            agent="Calc", messages=HISTORY[:3], system="Be exact.", tools=[add.spec]
+        )
+        reply = await model.respond(request)
+    assert reply.text == "ok"
+    assert server.requests[0].body == model.render(request)
