@@ -6,6 +6,7 @@ what every API is sent, so each rule is pinned once, and the adapters are checke
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -215,3 +216,42 @@ def test_both_adapters_show_other_agents_and_rescued_results_alike() -> None:
         "\n\n".join(expected[:3]),
         expected[3],
     ]
+
+
+def _containers(value: Any) -> list[int]:
+    """The ids of every dict and list in `value`, nested ones included."""
+    if isinstance(value, dict):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"city": "Lisbon", "days": [1, 2.5, None, True], "deep": {"a": [{"b": "é"}]}},
+        [],
+        {"when": datetime.date(2026, 12, 3), "pair": (1, [2])},
+        "text",
+    ],
+    ids=["json", "empty", "other types", "scalar"],
+)
+def test_plain_copy_is_a_deep_copy(value: Any) -> None:
+    """What `copy.deepcopy` gives, sharing no dict or list with the original (a request
+    must not let whoever reads it change a record's arguments or a tool's schema)."""
+    copied = _wire.plain_copy(value)
+    assert copied == copy.deepcopy(value)
+    assert not set(_containers(copied)) & set(_containers(value))
+    if isinstance(value, dict) and "pair" in value:  # handed to deepcopy: a copy too
+        assert copied["pair"][1] is not value["pair"][1]
+
+
+def test_dumps_options_are_kept_apart() -> None:
+    """Encoders are reused per option set: one call's options never leak into another's."""
+    value = {"b": 1, "a": datetime.date(2026, 12, 3), "é": "ü"}
+    assert _wire.dumps(value) == '{"b": 1, "a": "2026-12-03", "é": "ü"}'
+    with pytest.raises(TypeError):
+        _wire.dumps(value, sort_keys=True, default=None)
+    assert _wire.dumps({"b": 1, "a": 2}, sort_keys=True, default=None) == '{"a": 2, "b": 1}'
+    assert _wire.dumps(value) == '{"b": 1, "a": "2026-12-03", "é": "ü"}'

@@ -458,9 +458,14 @@ def _to_text(value: Any) -> str:
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:
-        return json.dumps(value, default=str, ensure_ascii=False)
+        return _result_json(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+_result_json = json.JSONEncoder(default=str, ensure_ascii=False).encode
+"""`json.dumps(value, default=str, ensure_ascii=False)` without making an encoder each call
+(a tool that returns a dict or a list has its result written every call)."""
 
 
 def _json(arguments: Mapping[str, Any]) -> str:

@@ -75,6 +75,7 @@ from thena_nb.models._wire import (
     native_calls,
     outcome,
     owns,
+    plain_copy,
     result_text,
 )
 
@@ -502,7 +503,7 @@ def request_params(
 
 
 def _tool_param(name: str, description: str, schema: dict[str, Any]) -> Block:
-    tool: Block = {"name": name, "input_schema": copy.deepcopy(schema)}
+    tool: Block = {"name": name, "input_schema": plain_copy(schema)}
     if description:
         tool["description"] = description
     return tool
@@ -577,7 +578,7 @@ def _map_tool(message: Message, agent: str, calls: CallsById) -> tuple[Role, lis
 
 
 def _tool_use(call: ToolCall) -> Block:
-    arguments = copy.deepcopy(call.arguments)
+    arguments = plain_copy(call.arguments)
     return {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
 
 

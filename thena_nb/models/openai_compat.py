@@ -29,7 +29,6 @@ not sent back.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import os
 import re
@@ -60,6 +59,7 @@ from thena_nb.models._wire import (
     frame,
     native_calls,
     owns,
+    plain_copy,
     result_text,
 )
 
@@ -556,7 +556,7 @@ def _tool_param(spec: ToolSpec) -> dict[str, Any]:
     function: dict[str, Any] = {"name": spec.name}
     if spec.description:
         function["description"] = spec.description
-    function["parameters"] = copy.deepcopy(spec.parameters)
+    function["parameters"] = plain_copy(spec.parameters)
     return {"type": "function", "function": function}
 
 
