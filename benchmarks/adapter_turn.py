@@ -5,6 +5,7 @@
     python -m benchmarks.adapter_turn --store none           # without the SQLite store
     python -m benchmarks.adapter_turn --code ../before --code .     # before and after
     python -m benchmarks.adapter_turn --json out.json
+    python benchmarks/adapter_turn.py --quick                # N = 1 and 20, two runs each
 
 The W1 loop (N model calls, N - 1 tool calls) with `OpenAICompatModel` or `AnthropicModel`
 as the agent's model, against `benchmarks/_api_server.py` on 127.0.0.1: the official SDK
@@ -38,7 +39,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from benchmarks.import_cost import child_env
+if __package__ in (None, ""):  # run as a file, as `python -m benchmarks` runs W9
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.import_cost import child_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
@@ -174,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=("default", "none"), default="default")
     parser.add_argument("--code", action="append", help="a checkout to measure (repeatable)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--quick", action="store_true", help="N = 1 and 20, two runs each")
     opts = parser.parse_args(args)
+    if opts.quick:
+        opts.n, opts.runs = [n for n in opts.n if n <= 20] or [1], 2
     if opts.runs < 1 or min(opts.n) < 1:
         parser.error("--runs and every --n must be at least 1")
     code_dirs = [Path(c).resolve() for c in opts.code] if opts.code else [ROOT]

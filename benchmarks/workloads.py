@@ -233,6 +233,7 @@ SCRIPTS = [
     Script("W6", "rescue_throughput.py", "rescue throughput"),
     Script("W7", "diff_cost.py", "run diffs"),
     Script("W8", "import_cost.py", "import and first run"),
+    Script("W9", "adapter_turn.py", "W1 through the real adapters"),
 ]
 
 

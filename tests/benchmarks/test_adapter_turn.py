@@ -1,0 +1,49 @@
+"""`benchmarks.adapter_turn`: W1 through the real adapters, against the loop's own server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import adapter_turn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _child(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "benchmarks.adapter_turn", "--child", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("adapter", ["openai", "anthropic"])
+@pytest.mark.parametrize("store", ["default", "none"])
+def test_a_child_makes_its_runs_over_one_connection(adapter: str, store: str) -> None:
+    """Every run is checked for its calls; the SDK's connection is the warm-up's, kept."""
+    proc = _child(adapter, "4", "2", store)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)
+    assert (row["adapter"], row["n"], row["runs"], row["store"]) == (adapter, 4, 2, store)
+    assert len(row["cpu_us_per_turn"]) == 2
+    assert all(us > 0 for us in row["cpu_us_per_turn"])
+    assert row["connections_per_run"] == 0
+
+
+def test_a_child_refuses_an_unknown_adapter() -> None:
+    proc = _child("gemini", "4", "2", "default")
+    assert proc.returncode != 0
+    assert "usage: --child {openai,anthropic} N RUNS {default,none}" in proc.stderr
+
+
+def test_the_table_shows_each_checkout_against_the_first() -> None:
+    rows = [
+        {"adapter": "openai", "n": 20, "median_us": 40_000.0, "connections_per_run": 20.0},
+        {"adapter": "openai", "n": 20, "median_us": 4_000.0, "connections_per_run": 0.0},
+    ]
+    rows[0]["code"], rows[1]["code"] = "/before", "/after"
+    lines = adapter_turn.render(rows).splitlines()
+    assert lines[1].split() == ["openai", "20", "40,000", "20.0", "/before"]
+    assert lines[2].split() == ["openai", "20", "4,000", "0.0", "/after", "(-90", "%)"]
