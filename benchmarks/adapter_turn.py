@@ -42,7 +42,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file, as `python -m benchmarks` runs W9
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.import_cost import child_env  # noqa: E402
+from benchmarks.import_cost import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
