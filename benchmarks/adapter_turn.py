@@ -3,6 +3,7 @@
     python -m benchmarks.adapter_turn                        # both adapters, N = 1, 20, 200
     python -m benchmarks.adapter_turn --adapter openai --n 200 --runs 3
     python -m benchmarks.adapter_turn --store none           # without the SQLite store
+    python -m benchmarks.adapter_turn --notebook             # each run as a notebook cell's
     python -m benchmarks.adapter_turn --code ../before --code .     # before and after
     python -m benchmarks.adapter_turn --json out.json
     python benchmarks/adapter_turn.py --quick                # N = 1 and 20, two runs each
@@ -11,8 +12,10 @@ The W1 loop (N model calls, N - 1 tool calls) with `OpenAICompatModel` or `Anthr
 as the agent's model, against `benchmarks/_api_server.py` on 127.0.0.1: the official SDK
 sends every request over HTTP and parses every answer, as it does against Ollama, vLLM or
 Anthropic's API. The default path otherwise: rescue on, the default SQLite store (a file in a
-temporary directory), `wf.run`. Each adapter and N runs in a process of its own
-(`--child ADAPTER N RUNS STORE`) beside the server's process, so that only the client's work
+temporary directory), `wf.run`. With `--notebook` each `wf.run()` is called under a running
+event loop, as in a Jupyter cell, which runs it on a fresh loop of its own (new connections
+each run). Each adapter and N runs in a process of its own
+(`--child ADAPTER N RUNS STORE MODE`) beside the server's process, so that only the client's work
 is counted: one untimed run, then RUNS runs, each after a `gc.collect()`, timed with
 `time.process_time()` (CPU of the whole client process). A figure is the median over the
 runs, in µs of CPU per turn (per run at N = 1). Every run is checked for N model calls and
@@ -26,6 +29,7 @@ request and parses a JSON answer, and the adapter renders the whole history for 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import os
@@ -46,6 +50,7 @@ from benchmarks.import_cost import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
+MODES = ("script", "notebook")
 CODE_ENV = "THENA_NB_BENCH_CODE"
 
 
@@ -71,8 +76,9 @@ def _connections(port: int) -> int:
         return int(json.load(answer)["connections"]) - 1
 
 
-def _child(adapter: str, n: int, runs: int, store_name: str) -> dict[str, Any]:
-    """`runs` timed runs of W1 at `n` turns through `adapter`, in this process."""
+def _child(adapter: str, n: int, runs: int, store_name: str, mode: str) -> dict[str, Any]:
+    """`runs` timed runs of W1 at `n` turns through `adapter`, in this process, each called
+    as a script calls it (`mode="script"`) or as a notebook cell does (`"notebook"`)."""
     code = os.environ.get(CODE_ENV)
     if code:
         sys.path.insert(0, code)
@@ -97,15 +103,22 @@ def _child(adapter: str, n: int, runs: int, store_name: str) -> dict[str, Any]:
             store: Any = None if store_name == "default" else False
             agent = Agent("Calc", model=_model(adapter, port), tools=[add])
             wf = Workflow("bench", [loop(steps=[agent], until=until_answered, max_iterations=n)])
+
+            async def cell() -> Any:
+                return wf.run("go", store=store)  # blocks the running loop, as a cell does
+
+            def one() -> Any:
+                return wf.run("go", store=store) if mode == "script" else asyncio.run(cell())
+
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # an unpriced model's warning, once
-                _check(wf.run("go", store=store), n)
+                _check(one(), n)
             before = _connections(port)
             cpus = []
             for _ in range(runs):
                 gc.collect()
                 c0 = time.process_time()
-                run = wf.run("go", store=store)
+                run = one()
                 cpus.append(time.process_time() - c0)
                 _check(run, n)
             opened = _connections(port) - before - 1  # (the first question's own)
@@ -117,6 +130,7 @@ def _child(adapter: str, n: int, runs: int, store_name: str) -> dict[str, Any]:
         "adapter": adapter,
         "n": n,
         "store": store_name,
+        "mode": mode,
         "runs": runs,
         "cpu_us_per_turn": per,
         "median_us": statistics.median(per),
@@ -133,13 +147,20 @@ def _check(run: Any, n: int) -> None:
         )
 
 
-def measure(adapter: str, n: int, runs: int, store: str, code_dir: Path) -> dict[str, Any]:
+def measure(
+    adapter: str, n: int, runs: int, store: str, code_dir: Path, mode: str = "script"
+) -> dict[str, Any]:
     """One child process's figures for `adapter` at `n` turns with `code_dir`'s thena_nb."""
     env = child_env(code_dir)
     env[CODE_ENV] = str(code_dir)
     args = [sys.executable, "-m", "benchmarks.adapter_turn", "--child", adapter, str(n)]
     done = subprocess.run(
-        [*args, str(runs), store], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+        [*args, str(runs), store, mode],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     row["code"] = str(code_dir)
@@ -167,15 +188,24 @@ def main(argv: list[str] | None = None) -> int:
     """Measure, print a table and optionally write JSON (or, with `--child`, be one child)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
-        if len(args) != 5 or args[1] not in ADAPTERS or args[4] not in ("default", "none"):
-            raise SystemExit(f"usage: --child {{{','.join(ADAPTERS)}}} N RUNS {{default,none}}")
-        print(json.dumps(_child(args[1], int(args[2]), int(args[3]), args[4])))
+        if (
+            len(args) != 6
+            or args[1] not in ADAPTERS
+            or args[4] not in ("default", "none")
+            or args[5] not in MODES
+        ):
+            raise SystemExit(
+                f"usage: --child {{{','.join(ADAPTERS)}}} N RUNS {{default,none}} "
+                f"{{{','.join(MODES)}}}"
+            )
+        print(json.dumps(_child(args[1], int(args[2]), int(args[3]), args[4], args[5])))
         return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--adapter", action="append", choices=ADAPTERS, help="repeatable")
     parser.add_argument("--n", type=int, nargs="+", default=[1, 20, 200], help="(1 20 200)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per process (5)")
     parser.add_argument("--store", choices=("default", "none"), default="default")
+    parser.add_argument("--notebook", action="store_true", help="call wf.run as a cell does")
     parser.add_argument("--code", action="append", help="a checkout to measure (repeatable)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="N = 1 and 20, two runs each")
@@ -185,8 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     if opts.runs < 1 or min(opts.n) < 1:
         parser.error("--runs and every --n must be at least 1")
     code_dirs = [Path(c).resolve() for c in opts.code] if opts.code else [ROOT]
+    mode = "notebook" if opts.notebook else "script"
     rows = [
-        measure(adapter, n, opts.runs, opts.store, code_dir)
+        measure(adapter, n, opts.runs, opts.store, code_dir, mode)
         for adapter in opts.adapter or ADAPTERS
         for n in opts.n
         for code_dir in code_dirs

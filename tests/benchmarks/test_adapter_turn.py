@@ -23,7 +23,7 @@ def _child(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("store", ["default", "none"])
 def test_a_child_makes_its_runs_over_one_connection(adapter: str, store: str) -> None:
     """Every run is checked for its calls; the SDK's connection is the warm-up's, kept."""
-    proc = _child(adapter, "4", "2", store)
+    proc = _child(adapter, "4", "2", store, "script")
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     assert (row["adapter"], row["n"], row["runs"], row["store"]) == (adapter, 4, 2, store)
@@ -32,10 +32,20 @@ def test_a_child_makes_its_runs_over_one_connection(adapter: str, store: str) ->
     assert row["connections_per_run"] == 0
 
 
+@pytest.mark.parametrize("adapter", ["openai", "anthropic"])
+def test_a_notebook_cells_run_opens_one_connection(adapter: str) -> None:
+    """Called as a cell calls it, each run has a loop of its own: one connection each."""
+    proc = _child(adapter, "3", "2", "none", "notebook")
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)
+    assert (row["mode"], row["connections_per_run"]) == ("notebook", 1)
+
+
 def test_a_child_refuses_an_unknown_adapter() -> None:
-    proc = _child("gemini", "4", "2", "default")
+    proc = _child("gemini", "4", "2", "default", "script")
     assert proc.returncode != 0
-    assert "usage: --child {openai,anthropic} N RUNS {default,none}" in proc.stderr
+    usage = "usage: --child {openai,anthropic} N RUNS {default,none} {script,notebook}"
+    assert usage in proc.stderr
 
 
 def test_the_table_shows_each_checkout_against_the_first() -> None:

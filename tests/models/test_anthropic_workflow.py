@@ -7,6 +7,7 @@ import asyncio
 import gc
 import json
 import os
+import ssl
 import warnings
 from typing import Any
 
@@ -236,3 +237,23 @@ def test_a_notebook_runs_connections_are_closed_with_its_loop() -> None:
             gc.collect()
     assert run.output == "5"
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_pools_share_the_processs_tls_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client made for each event loop (a notebook's run has its own) loads the CA
+    bundle (~25 ms of CPU) once per process at most, not once each."""
+    loads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    with MessagesAPIServer(api_key=SENTINEL_KEY) as server:
+        server.script(text("one"), text("two"), text("three"))
+        model = AnthropicModel("claude-test", base_url=server.base_url, api_key=SENTINEL_KEY)
+        wf = Workflow("w", [Agent("A", model=model)])
+        outputs = [asyncio.run(wf.arun("go", store=False)).output for _ in range(3)]
+    assert outputs == ["one", "two", "three"]
+    assert len(loads) <= 1

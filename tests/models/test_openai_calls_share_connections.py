@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import pickle
+import ssl
 import warnings
 from typing import Any
 
@@ -99,6 +100,28 @@ def test_a_notebook_runs_pool_is_closed_with_its_loop() -> None:
             gc.collect()
     assert run.output == "done"
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_models_and_their_pools_share_the_processs_tls_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Making TLS settings loads the CA bundle (~25 ms of CPU): building a model, and the
+    pool it makes for each event loop (a notebook's run has its own), load it once per
+    process at most, not once each."""
+    loads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    with ChatCompletionsServer() as server:
+        _script(server, runs=3)
+        models = [_model(server) for _ in range(3)]
+        for model in models:
+            assert asyncio.run(_workflow(model).arun("go", store=False)).output == "done"
+    assert len(loads) <= 1
 
 
 def test_a_model_that_made_calls_still_pickles() -> None:

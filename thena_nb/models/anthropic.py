@@ -63,6 +63,7 @@ from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._retry import status_error, transient_status
 from thena_nb.models._scrubbed import scrubbed
+from thena_nb.models._tls import ssl_context
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -256,7 +257,7 @@ class AnthropicModel:
                 base_url=self.base_url,
                 timeout=self.timeout,
                 max_retries=0,
-                http_client=anthropic.DefaultAsyncHttpxClient(),
+                http_client=anthropic.DefaultAsyncHttpxClient(verify=ssl_context()),
             )
             self._loop = weakref.ref(loop)
             close_at_loop_end(loop, self._client.close)  # its connections go with the loop

@@ -48,6 +48,7 @@ from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._retry import status_error
 from thena_nb.models._scrubbed import scrubbed
+from thena_nb.models._tls import ssl_context
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -188,7 +189,11 @@ class OpenAICompatModel:
                 )
             key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
             client = openai.AsyncOpenAI(
-                base_url=base_url, api_key=key, timeout=timeout, max_retries=0
+                base_url=base_url,
+                api_key=key,
+                timeout=timeout,
+                max_retries=0,
+                http_client=_pool(),  # (calls use one per event loop: its settings only)
             )
             self._own_client = True
         else:
@@ -286,7 +291,7 @@ class OpenAICompatModel:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = self._client.with_options(http_client=openai.DefaultAsyncHttpxClient())
+            client = self._client.with_options(http_client=_pool())
             self._clients[loop] = client
             close_at_loop_end(loop, client.close)
         return client
@@ -306,7 +311,9 @@ class OpenAICompatModel:
         self.__dict__.update(state)
         self._clients = weakref.WeakKeyDictionary()
         if settings is not None:
-            self._client = openai.AsyncOpenAI(base_url=self.base_url, max_retries=0, **settings)
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url, max_retries=0, http_client=_pool(), **settings
+            )
 
     async def _respond_streamed(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest
@@ -406,6 +413,12 @@ class OpenAICompatModel:
         every other secret `core/_secrets.py` `scrub` knows)."""
         key = self._client.api_key
         return [key] if isinstance(key, str) and key != _PLACEHOLDER_KEY else []
+
+
+def _pool() -> openai.DefaultAsyncHttpxClient:
+    """A connection pool with the SDK's defaults and the process's TLS settings, made
+    without loading the CA bundle again (`_tls`)."""
+    return openai.DefaultAsyncHttpxClient(verify=ssl_context())
 
 
 _AS_IS = ("messages", "tools")
