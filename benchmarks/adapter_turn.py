@@ -4,6 +4,7 @@
     python -m benchmarks.adapter_turn --adapter openai --n 200 --runs 3
     python -m benchmarks.adapter_turn --store none           # without the SQLite store
     python -m benchmarks.adapter_turn --notebook             # each run as a notebook cell's
+    python -m benchmarks.adapter_turn --experiment --runs 200 --n 3   # wf.map, 20 at once
     python -m benchmarks.adapter_turn --code ../before --code .     # before and after
     python -m benchmarks.adapter_turn --json out.json
     python benchmarks/adapter_turn.py --quick                # N = 1 and 20, two runs each
@@ -14,7 +15,9 @@ sends every request over HTTP and parses every answer, as it does against Ollama
 Anthropic's API. The default path otherwise: rescue on, the default SQLite store (a file in a
 temporary directory), `wf.run`. With `--notebook` each `wf.run()` is called under a running
 event loop, as in a Jupyter cell, which runs it on a fresh loop of its own (new connections
-each run). Each adapter and N runs in a process of its own
+each run); with `--experiment`, RUNS cases go through one `wf.map(cases,
+concurrency=EXPERIMENT_CONCURRENCY)`, timed as a whole. Each adapter and N runs in a process
+of its own
 (`--child ADAPTER N RUNS STORE MODE`) beside the server's process, so that only the client's work
 is counted: one untimed run, then RUNS runs, each after a `gc.collect()`, timed with
 `time.process_time()` (CPU of the whole client process). A figure is the median over the
@@ -50,7 +53,9 @@ from benchmarks.import_cost import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
-MODES = ("script", "notebook")
+MODES = ("script", "notebook", "experiment")
+EXPERIMENT_CONCURRENCY = 20
+"""Runs in flight at once in `--experiment` (`wf.map(..., concurrency=...)`)."""
 CODE_ENV = "THENA_NB_BENCH_CODE"
 
 
@@ -114,18 +119,27 @@ def _child(adapter: str, n: int, runs: int, store_name: str, mode: str) -> dict[
                 warnings.simplefilter("ignore")  # an unpriced model's warning, once
                 _check(one(), n)
             before = _connections(port)
-            cpus = []
-            for _ in range(runs):
+            cpus, walls = [], []
+            for _ in range(1 if mode == "experiment" else runs):
                 gc.collect()
-                c0 = time.process_time()
-                run = one()
+                c0, w0 = time.process_time(), time.perf_counter()
+                if mode == "experiment":
+                    cases = [f"case {i}" for i in range(runs)]
+                    frame = wf.map(cases, concurrency=EXPERIMENT_CONCURRENCY, store=store).frame()
+                else:
+                    run = one()
                 cpus.append(time.process_time() - c0)
-                _check(run, n)
+                walls.append(time.perf_counter() - w0)
+                if mode == "experiment":
+                    _check_rows(frame, runs, n)
+                else:
+                    _check(run, n)
             opened = _connections(port) - before - 1  # (the first question's own)
     finally:
         server.kill()
         server.wait()
-    per = [c / n * 1e6 for c in cpus]
+    turns = n * (runs if mode == "experiment" else 1)
+    per = [c / turns * 1e6 for c in cpus]
     return {
         "adapter": adapter,
         "n": n,
@@ -134,6 +148,7 @@ def _child(adapter: str, n: int, runs: int, store_name: str, mode: str) -> dict[
         "runs": runs,
         "cpu_us_per_turn": per,
         "median_us": statistics.median(per),
+        "wall_s": walls,
         "connections_per_run": opened / runs,
     }
 
@@ -145,6 +160,12 @@ def _check(run: Any, n: int) -> None:
             f"N={n}: {usage.model_calls} model calls, {usage.tool_calls} tool calls, "
             f"status {run.status!r}, error {run.error!r}"
         )
+
+
+def _check_rows(frame: Any, runs: int, n: int) -> None:
+    finished = frame[(frame["status"] == "finished") & (frame["turns"] == n)]
+    if len(finished) != runs or (frame["tool_calls"] != n - 1).any():
+        raise AssertionError(f"{len(finished)} of {runs} runs finished with {n} turns")
 
 
 def measure(
@@ -169,7 +190,8 @@ def measure(
 
 def render(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table; beside each checkout after the first, the change."""
-    lines = [f"{'adapter':<10} {'N':>5} {'CPU µs/turn':>12} {'connections/run':>16}  code"]
+    head = f"{'adapter':<10} {'N':>5} {'CPU µs/turn':>12} {'runs/s':>8} {'connections/run':>16}"
+    lines = [f"{head}  code"]
     first: dict[tuple[str, int], float] = {}
     for r in rows:
         key, change = (r["adapter"], r["n"]), ""
@@ -178,10 +200,17 @@ def render(rows: list[dict[str, Any]]) -> str:
         else:
             first[key] = r["median_us"]
         lines.append(
-            f"{r['adapter']:<10} {r['n']:>5} {r['median_us']:>12,.0f} "
+            f"{r['adapter']:<10} {r['n']:>5} {r['median_us']:>12,.0f} {_rate(r):>8,.1f} "
             f"{r['connections_per_run']:>16.1f}  {r['code']}{change}"
         )
     return "\n".join(lines)
+
+
+def _rate(row: dict[str, Any]) -> float:
+    """Runs finished per second of wall time (an experiment's all at once)."""
+    walls = row.get("wall_s") or [0.0]
+    done = row["runs"] if row.get("mode") == "experiment" else 1
+    return done / statistics.median(walls) if statistics.median(walls) > 0 else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed runs per process (5)")
     parser.add_argument("--store", choices=("default", "none"), default="default")
     parser.add_argument("--notebook", action="store_true", help="call wf.run as a cell does")
+    parser.add_argument(
+        "--experiment", action="store_true", help="RUNS cases through one wf.map instead"
+    )
     parser.add_argument("--code", action="append", help="a checkout to measure (repeatable)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="N = 1 and 20, two runs each")
@@ -215,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.runs < 1 or min(opts.n) < 1:
         parser.error("--runs and every --n must be at least 1")
     code_dirs = [Path(c).resolve() for c in opts.code] if opts.code else [ROOT]
-    mode = "notebook" if opts.notebook else "script"
+    mode = "experiment" if opts.experiment else "notebook" if opts.notebook else "script"
     rows = [
         measure(adapter, n, opts.runs, opts.store, code_dir, mode)
         for adapter in opts.adapter or ADAPTERS

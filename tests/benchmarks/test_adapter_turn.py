@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,19 +42,33 @@ def test_a_notebook_cells_run_opens_one_connection(adapter: str) -> None:
     assert (row["mode"], row["connections_per_run"]) == ("notebook", 1)
 
 
+def test_an_experiment_shares_one_pool_across_its_runs() -> None:
+    """Eight cases through one `wf.map`, twenty at once at most: every run is checked, and
+    the runs in flight together open no more connections than there are of them."""
+    proc = _child("openai", "3", "8", "default", "experiment")
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout)
+    assert (row["mode"], row["runs"], len(row["cpu_us_per_turn"])) == ("experiment", 8, 1)
+    assert row["connections_per_run"] <= 1
+
+
 def test_a_child_refuses_an_unknown_adapter() -> None:
     proc = _child("gemini", "4", "2", "default", "script")
     assert proc.returncode != 0
-    usage = "usage: --child {openai,anthropic} N RUNS {default,none} {script,notebook}"
+    usage = "usage: --child {openai,anthropic} N RUNS {default,none} {script,notebook,experiment}"
     assert usage in proc.stderr
 
 
 def test_the_table_shows_each_checkout_against_the_first() -> None:
-    rows = [
-        {"adapter": "openai", "n": 20, "median_us": 40_000.0, "connections_per_run": 20.0},
-        {"adapter": "openai", "n": 20, "median_us": 4_000.0, "connections_per_run": 0.0},
+    rows: list[dict[str, Any]] = [
+        {"median_us": 40_000.0, "wall_s": [0.5, 0.4, 0.6], "connections_per_run": 20.0},
+        {"median_us": 4_000.0, "wall_s": [0.05, 0.05, 0.04], "connections_per_run": 0.0},
+        {"median_us": 2_000.0, "wall_s": [2.0], "connections_per_run": 0.1},
     ]
-    rows[0]["code"], rows[1]["code"] = "/before", "/after"
+    for row, code in zip(rows, ["/before", "/after", "/after"], strict=True):
+        row.update(adapter="openai", n=20, runs=3, mode="script", code=code)
+    rows[2].update(mode="experiment", runs=200, n=3)
     lines = adapter_turn.render(rows).splitlines()
-    assert lines[1].split() == ["openai", "20", "40,000", "20.0", "/before"]
-    assert lines[2].split() == ["openai", "20", "4,000", "0.0", "/after", "(-90", "%)"]
+    assert lines[1].split() == ["openai", "20", "40,000", "2.0", "20.0", "/before"]
+    assert lines[2].split() == ["openai", "20", "4,000", "20.0", "0.0", "/after", "(-90", "%)"]
+    assert lines[3].split() == ["openai", "3", "2,000", "100.0", "0.1", "/after"]
