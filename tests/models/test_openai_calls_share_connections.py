@@ -15,6 +15,7 @@ import gc
 import pickle
 import ssl
 import warnings
+import weakref
 from typing import Any
 
 import pytest
@@ -83,6 +84,27 @@ def test_each_event_loop_has_its_own_pool() -> None:
     assert len(set(clients)) == 3
 
 
+def test_runs_on_many_loops_keep_only_the_last_loop_alive() -> None:
+    """A pool's open connections hold the loop they belong to: a model used on one loop
+    after another (`asyncio.run` each time) keeps the last one's pool alone, so the loops
+    before it can go."""
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+    with ChatCompletionsServer() as server:
+        _script(server, runs=4)
+        wf = _workflow(_model(server))
+
+        async def one() -> Any:
+            loops.append(weakref.ref(asyncio.get_running_loop()))
+            return await wf.arun("go", store=False)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # the replaced pools' sockets
+            outputs = [asyncio.run(one()).output for _ in range(4)]
+            gc.collect()
+        assert outputs == ["done"] * 4
+        assert [ref() is not None for ref in loops] == [False, False, False, True]
+
+
 def test_a_notebook_runs_pool_is_closed_with_its_loop() -> None:
     """Under a running loop (a Jupyter kernel's), `wf.run()` runs on a fresh loop of its
     own: the pool made on that loop is closed before the loop closes, so no connection is
@@ -94,6 +116,9 @@ def test_a_notebook_runs_pool_is_closed_with_its_loop() -> None:
         async def cell() -> Any:
             return wf.run("go", store=False)  # blocks the running loop, as a cell does
 
+        with warnings.catch_warnings():  # what earlier tests left for the collector goes first
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ResourceWarning)
             run = asyncio.run(cell())

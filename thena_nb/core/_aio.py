@@ -49,6 +49,7 @@ def _own_loop() -> asyncio.AbstractEventLoop:
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = _local.loop = asyncio.new_event_loop()
+        _ours.add(loop)
         atexit.register(_close, loop)
     return loop
 
@@ -60,8 +61,9 @@ def _close(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
-_at_end: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Callable[[], Awaitable[Any]]]]
-_at_end = weakref.WeakKeyDictionary()
+_ours: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+"""The loops `run_sync` made, which run `close_at_loop_end`'s closers before they close."""
+_at_end: dict[asyncio.AbstractEventLoop, list[Callable[[], Awaitable[Any]]]] = {}
 
 
 def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[Any]]) -> None:
@@ -70,7 +72,8 @@ def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Await
     loop at exit. For what lives as long as its loop, such as a model's connection pool:
     connections belong to the loop that opened them and cannot be closed once it has.
 
-    A loop made elsewhere (`asyncio.run`) never runs it: the entry goes with the loop.
+    For a loop made elsewhere (`asyncio.run`) it does nothing: `close` is not kept, so
+    nothing it holds (a pool holds its loop) outlives the loop.
 
     Example:
         >>> async def main() -> None:
@@ -79,7 +82,8 @@ def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Await
         ...     close_at_loop_end(asyncio.get_running_loop(), close)
         >>> asyncio.run(main())  # a loop `run_sync` did not make: nothing is printed
     """
-    _at_end.setdefault(loop, []).append(close)
+    if loop in _ours:
+        _at_end.setdefault(loop, []).append(close)
 
 
 async def _ending(loop: asyncio.AbstractEventLoop) -> None:
@@ -153,6 +157,7 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop, raised_in: list[asyncio.T
 
 def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
     loop = asyncio.new_event_loop()
+    _ours.add(loop)
     result: concurrent.futures.Future[T] = concurrent.futures.Future()
     task_box: list[asyncio.Task[T]] = []
 

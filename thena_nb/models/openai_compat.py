@@ -208,8 +208,8 @@ class OpenAICompatModel:
         self.stream = stream
         self.tools_mode: ToolsMode = tools_mode
         self._client = client
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
-        self._clients = weakref.WeakKeyDictionary()
+        self._bound: tuple[weakref.ref[asyncio.AbstractEventLoop], openai.AsyncOpenAI] | None
+        self._bound = None
 
     def __repr__(self) -> str:
         parts = [repr(self.model), f"base_url={redact_url(self.base_url or '')!r}"]
@@ -280,27 +280,29 @@ class OpenAICompatModel:
         """The SDK client for a call on the running event loop.
 
         HTTP connections belong to the event loop that opened them, so a client this model
-        built gets a connection pool of its own per loop, made on the loop's first call and
-        kept for its later ones: the turns of a run, and the runs of `wf.run()` in a script
-        (each reuses its thread's loop), share their connections, closed as the loop ends
-        when thena_nb made it (`close_at_loop_end`). A `client=` the user passed is used as
+        built gets a connection pool of its own for the loop it runs on, made on the loop's
+        first call and kept for its later ones: the turns of a run, and the runs of
+        `wf.run()` in a script (each reuses its thread's loop), share their connections,
+        closed as the loop ends when thena_nb made it (`close_at_loop_end`). A call on
+        another loop replaces it, so the model keeps no loop alive but the last one (the
+        pool's open connections hold their loop). A `client=` the user passed is used as
         it is.
         """
         if not self._own_client:
             return self._client
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        bound = self._bound
+        if bound is None or bound[0]() is not loop:
             client = self._client.with_options(http_client=_pool())
-            self._clients[loop] = client
+            self._bound = bound = (weakref.ref(loop), client)
             close_at_loop_end(loop, client.close)
-        return client
+        return bound[1]
 
     def __getstate__(self) -> dict[str, Any]:
         """What a copy (pickle, a Ray worker) needs: the SDK client this model built holds
         locks and connections, so it travels as its settings and is built again."""
         state = dict(self.__dict__)
-        del state["_clients"]  # each copy opens its own connections
+        state["_bound"] = None  # each copy opens its own connections
         if self._own_client:
             client = state.pop("_client")
             state["_client_settings"] = {"api_key": client.api_key, "timeout": client.timeout}
@@ -309,7 +311,6 @@ class OpenAICompatModel:
     def __setstate__(self, state: dict[str, Any]) -> None:
         settings = state.pop("_client_settings", None)
         self.__dict__.update(state)
-        self._clients = weakref.WeakKeyDictionary()
         if settings is not None:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, max_retries=0, http_client=_pool(), **settings
