@@ -1,7 +1,7 @@
 """The TLS settings every connection pool the API adapters build verifies servers with.
 
 Making them loads the CA bundle, about 25 ms of CPU, and an adapter builds a connection
-pool per event loop (`OpenAICompatModel._client_for_running_loop`,
+pool for each event loop it runs on (`OpenAICompatModel._client_for_running_loop`,
 `AnthropicModel._client_for_running_loop`): a notebook's `wf.run()` has a loop of its own
 each time. So they are made once per process, the way the SDKs' transport makes them by
 default (certifi's CA bundle, or `SSL_CERT_FILE` / `SSL_CERT_DIR` when set: read when the

@@ -151,8 +151,8 @@ class OpenAICompatModel:
             need none).
         client: A configured `openai.AsyncOpenAI` to use instead of building one. It is
             used as it is (its timeout applies, its retries are turned off), so keep it to
-            one event loop; a client the model builds itself keeps a connection pool per
-            event loop, reused from call to call and run to run, and works across
+            one event loop; a client the model builds itself keeps a connection pool for the
+            event loop it runs on, reused from call to call and run to run, and works across
             `wf.run()` calls.
         timeout: Seconds before a request counts as timed out.
         stream: Stream the reply (SSE) and pass each text piece to `request.on_text_delta`.
