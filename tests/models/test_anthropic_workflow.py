@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import json
 import os
-import ssl
-import warnings
 from typing import Any
 
 import pytest
 from messages_api_server import MessagesAPIServer, status, text, tool_use
+from pool_checks import count_ca_bundle_loads, in_a_cell, resource_warnings
 
 from thena_nb import Agent, Event, ModelError, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.types import RetryPolicy
@@ -227,36 +224,19 @@ def test_a_notebook_runs_connections_are_closed_with_its_loop() -> None:
         model = AnthropicModel("claude-test", base_url=server.base_url, api_key=SENTINEL_KEY)
         agent = Agent("Calc", model=model, tools=[add])
         wf = Workflow("w", [loop(steps=[agent], until=until_answered, max_iterations=3)])
-
-        async def cell() -> Any:
-            return wf.run("go", store=False)  # blocks the running loop, as a cell does
-
-        with warnings.catch_warnings():  # what earlier tests left for the collector goes first
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ResourceWarning)
-            run = asyncio.run(cell())
-            gc.collect()
+        run, left_open = resource_warnings(lambda: in_a_cell(wf))
     assert run.output == "5"
-    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert left_open == []
 
 
 def test_pools_share_the_processs_tls_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The client made for each event loop (a notebook's run has its own) loads the CA
     bundle (~25 ms of CPU) once per process at most, not once each."""
-    loads: list[object] = []
-    load = ssl.SSLContext.load_verify_locations
-
-    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
-        loads.append(args or kwargs)
-        load(self, *args, **kwargs)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    loads = count_ca_bundle_loads(monkeypatch)
     with MessagesAPIServer(api_key=SENTINEL_KEY) as server:
         server.script(text("one"), text("two"), text("three"))
         model = AnthropicModel("claude-test", base_url=server.base_url, api_key=SENTINEL_KEY)
         wf = Workflow("w", [Agent("A", model=model)])
-        outputs = [asyncio.run(wf.arun("go", store=False)).output for _ in range(3)]
+        outputs = [in_a_cell(wf).output for _ in range(3)]
     assert outputs == ["one", "two", "three"]
     assert len(loads) <= 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import pickle
-import ssl
 import warnings
 import weakref
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 from chat_completions_server import ChatCompletionsServer, Completion
 from openai._utils import maybe_transform
 from openai.types.chat import completion_create_params
+from pool_checks import count_ca_bundle_loads, in_a_cell, resource_warnings
 
 from thena_nb import Agent, Message, ToolCall, Workflow, loop, tool, until_answered
 from thena_nb.models import ModelRequest
@@ -112,19 +112,9 @@ def test_a_notebook_runs_pool_is_closed_with_its_loop() -> None:
     with ChatCompletionsServer() as server:
         _script(server, runs=1)
         wf = _workflow(_model(server))
-
-        async def cell() -> Any:
-            return wf.run("go", store=False)  # blocks the running loop, as a cell does
-
-        with warnings.catch_warnings():  # what earlier tests left for the collector goes first
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ResourceWarning)
-            run = asyncio.run(cell())
-            gc.collect()
+        run, left_open = resource_warnings(lambda: in_a_cell(wf))
     assert run.output == "done"
-    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert left_open == []
 
 
 def test_models_and_their_pools_share_the_processs_tls_settings(
@@ -133,19 +123,12 @@ def test_models_and_their_pools_share_the_processs_tls_settings(
     """Making TLS settings loads the CA bundle (~25 ms of CPU): building a model, and the
     pool it makes for each event loop (a notebook's run has its own), load it once per
     process at most, not once each."""
-    loads: list[object] = []
-    load = ssl.SSLContext.load_verify_locations
-
-    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
-        loads.append(args or kwargs)
-        load(self, *args, **kwargs)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    loads = count_ca_bundle_loads(monkeypatch)
     with ChatCompletionsServer() as server:
         _script(server, runs=3)
         models = [_model(server) for _ in range(3)]
         for model in models:
-            assert asyncio.run(_workflow(model).arun("go", store=False)).output == "done"
+            assert in_a_cell(_workflow(model)).output == "done"
     assert len(loads) <= 1
 
 
