@@ -19,10 +19,10 @@ def test_an_anthropic_model_that_made_a_call_pickles_and_its_copy_calls_again() 
         model = AnthropicModel("claude-test", base_url=server.base_url, api_key="sk-test")
         wf = Workflow("w", [Agent("A", model=model)])
         assert wf.run("hi", store=False).output == "here"
-        assert model._client is not None  # the live client the pickle must leave behind
+        assert model._clients.clients()  # the live client the pickle must leave behind
         copy = pickle.loads(pickle.dumps(wf))
         assert copy.run("hi", store=False).output == "there"
-    assert model._client is not None  # pickling did not touch the original
+    assert model._clients.clients()  # pickling did not touch the original
 
 
 def test_an_openai_compat_model_pickles_and_its_copy_calls_its_server() -> None:

@@ -105,6 +105,46 @@ def test_runs_on_many_loops_keep_only_the_last_loop_alive() -> None:
         assert [ref() is not None for ref in loops] == [False, False, False, True]
 
 
+def test_a_threads_loop_keeps_its_pool_while_other_loops_come_and_go() -> None:
+    """`wf.run()` (the thread's reused loop) and `asyncio.run(wf.arun())` (a new loop each
+    time) in turn: the three `wf.run()` share one connection, and no pool piles up."""
+    with ChatCompletionsServer() as server:
+        _script(server, runs=5)
+        wf = _workflow(_model(server))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # the replaced pools' sockets
+            for i in range(5):
+                run = wf.run("go", store=False) if i % 2 == 0 else asyncio.run(wf.arun("go"))
+                assert run.output == "done"
+    clients = [r.client for r in server.requests]
+    assert len({clients[i] for i in (0, 1, 2, 6, 7, 8, 12, 13, 14)}) == 1  # runs 1, 3, 5
+    assert len(set(clients)) == 3
+
+
+def test_a_notebook_runs_loop_is_not_kept_alive() -> None:
+    """The pool made on a notebook run's fresh loop is closed as that loop ends, and the
+    model keeps neither: the loops of runs that ended can go."""
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    @tool
+    def note(a: int, b: int) -> int:
+        """Add two numbers, noting the loop the call ran on."""
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        return a + b
+
+    with ChatCompletionsServer() as server:
+        for _ in range(3):
+            server.add(Completion(tool_calls=(("c1", "note", {"a": 1, "b": 2}),)))
+            server.add(Completion("done"))
+        agent = Agent("Calc", model=_model(server), tools=[note])
+        wf = Workflow("w", [loop(steps=[agent], until=until_answered, max_iterations=3)])
+        outputs = [in_a_cell(wf).output for _ in range(3)]
+        gc.collect()
+    assert outputs == ["done"] * 3
+    assert len(loops) == 3
+    assert [ref() for ref in loops] == [None, None, None]
+
+
 def test_a_notebook_runs_pool_is_closed_with_its_loop() -> None:
     """Under a running loop (a Jupyter kernel's), `wf.run()` runs on a fresh loop of its
     own: the pool made on that loop is closed before the loop closes, so no connection is

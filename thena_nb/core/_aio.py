@@ -19,7 +19,7 @@ from thena_nb.core import _portals
 
 T = TypeVar("T")
 
-__all__ = ["close_at_loop_end", "run_sync"]
+__all__ = ["close_at_loop_end", "owns_loop", "run_sync"]
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -84,6 +84,11 @@ def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Await
     """
     if loop in _ours:
         _at_end.setdefault(loop, []).append(close)
+
+
+def owns_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether `run_sync` made `loop` (and so runs `close_at_loop_end`'s closers)."""
+    return loop in _ours
 
 
 async def _ending(loop: asyncio.AbstractEventLoop) -> None:

@@ -32,11 +32,9 @@ a message, raises a final `ModelError`. What it raises is scrubbed of the API ke
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import os
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -55,15 +53,14 @@ except ImportError:  # pragma: no cover - older SDKs
 
 from pydantic import ValidationError
 
-from thena_nb.core._aio import close_at_loop_end
 from thena_nb.core._reply_check import refused_reply
 from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
+from thena_nb.models._pools import LoopClients, ssl_context
 from thena_nb.models._retry import status_error, transient_status
 from thena_nb.models._scrubbed import scrubbed
-from thena_nb.models._tls import ssl_context
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -158,8 +155,7 @@ class AnthropicModel:
         self._given_client = client.with_options(max_retries=0) if client is not None else None
         # An SDK client's connections belong to the event loop that opened them, and
         # `wf.run()` may start a fresh loop per run, so the client is made per loop.
-        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self._client: anthropic.AsyncAnthropic | None = None
+        self._clients: LoopClients[anthropic.AsyncAnthropic] = LoopClients()
 
     def __repr__(self) -> str:
         args = [repr(self.name)]
@@ -233,7 +229,8 @@ class AnthropicModel:
     def _secrets(self) -> list[str | None]:
         """The keys this model's requests carry, to scrub from anything it raises."""
         secrets: list[str | None] = [self._api_key]
-        for client in (self._given_client, self._client):
+        clients = [self._given_client, *self._clients.clients()]
+        for client in clients:
             if client is not None:
                 secrets += [client.api_key, client.auth_token]
         return secrets
@@ -241,36 +238,37 @@ class AnthropicModel:
     def _client_for_running_loop(self, agent: str) -> anthropic.AsyncAnthropic:
         if self._given_client is not None:
             return self._given_client
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is None or self._loop() is not loop:
-            key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if not key:
-                raise ModelError(
-                    f"agent {agent!r}: `AnthropicModel({self.name!r})` has no API key. Set the "
-                    "`ANTHROPIC_API_KEY` environment variable or pass `api_key=`.",
-                    model_name=self.name,
-                )
-            # Our own HTTP client: the SDK's default one closes itself on whatever loop is
-            # running when it is collected, which fails once its own loop has closed.
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,
-                http_client=anthropic.DefaultAsyncHttpxClient(verify=ssl_context()),
+        return self._clients.for_running_loop(lambda: self._new_client(agent))
+
+    def _new_client(self, agent: str) -> anthropic.AsyncAnthropic:
+        key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ModelError(
+                f"agent {agent!r}: `AnthropicModel({self.name!r})` has no API key. Set the "
+                "`ANTHROPIC_API_KEY` environment variable or pass `api_key=`.",
+                model_name=self.name,
             )
-            self._loop = weakref.ref(loop)
-            close_at_loop_end(loop, self._client.close)  # its connections go with the loop
-        return self._client
+        # Our own HTTP client: the SDK's default one closes itself on whatever loop is
+        # running when it is collected, which fails once its own loop has closed.
+        return anthropic.AsyncAnthropic(
+            api_key=key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+            http_client=anthropic.DefaultAsyncHttpxClient(verify=ssl_context()),
+        )
 
     def __getstate__(self) -> dict[str, Any]:
-        """What a copy (pickle, a Ray worker) needs: the client made for the loop this
-        model ran on (live connections) and the reference to that loop stay behind; the
-        copy makes its own on its first call."""
+        """What a copy (pickle, a Ray worker) needs: the clients made for the loops this
+        model ran on (live connections) stay behind; the copy makes its own on its first
+        call."""
         state = dict(self.__dict__)
-        state["_client"] = None
-        state["_loop"] = None
+        del state["_clients"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._clients = LoopClients()
 
     def _map_error(self, exc: BaseException, agent: str) -> ModelError:
         """The one place SDK and transport errors become `ModelError`s."""

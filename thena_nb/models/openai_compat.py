@@ -28,11 +28,9 @@ not sent back.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
@@ -40,15 +38,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
-from thena_nb.core._aio import close_at_loop_end
 from thena_nb.core._reply_check import refused_reply
 from thena_nb.core._secrets import redact_url
 from thena_nb.core.errors import ModelError, TransientModelError
 from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.types import Message, ToolCall
+from thena_nb.models._pools import LoopClients, ssl_context
 from thena_nb.models._retry import status_error
 from thena_nb.models._scrubbed import scrubbed
-from thena_nb.models._tls import ssl_context
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
@@ -208,8 +205,7 @@ class OpenAICompatModel:
         self.stream = stream
         self.tools_mode: ToolsMode = tools_mode
         self._client = client
-        self._bound: tuple[weakref.ref[asyncio.AbstractEventLoop], openai.AsyncOpenAI] | None
-        self._bound = None
+        self._clients: LoopClients[openai.AsyncOpenAI] = LoopClients()
 
     def __repr__(self) -> str:
         parts = [repr(self.model), f"base_url={redact_url(self.base_url or '')!r}"]
@@ -280,29 +276,22 @@ class OpenAICompatModel:
         """The SDK client for a call on the running event loop.
 
         HTTP connections belong to the event loop that opened them, so a client this model
-        built gets a connection pool of its own for the loop it runs on, made on the loop's
-        first call and kept for its later ones: the turns of a run, and the runs of
-        `wf.run()` in a script (each reuses its thread's loop), share their connections,
-        closed as the loop ends when thena_nb made it (`close_at_loop_end`). A call on
-        another loop replaces it, so the model keeps no loop alive but the last one (the
-        pool's open connections hold their loop). A `client=` the user passed is used as
-        it is.
+        built gets a connection pool of its own per loop (`LoopClients`): the turns of a
+        run, and the runs of `wf.run()` in a script (each reuses its thread's loop), share
+        their connections. A `client=` the user passed is used as it is.
         """
         if not self._own_client:
             return self._client
-        loop = asyncio.get_running_loop()
-        bound = self._bound
-        if bound is None or bound[0]() is not loop:
-            client = self._client.with_options(http_client=_pool())
-            self._bound = bound = (weakref.ref(loop), client)
-            close_at_loop_end(loop, client.close)
-        return bound[1]
+        return self._clients.for_running_loop(self._new_client)
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        return self._client.with_options(http_client=_pool())
 
     def __getstate__(self) -> dict[str, Any]:
         """What a copy (pickle, a Ray worker) needs: the SDK client this model built holds
         locks and connections, so it travels as its settings and is built again."""
         state = dict(self.__dict__)
-        state["_bound"] = None  # each copy opens its own connections
+        del state["_clients"]  # each copy opens its own connections
         if self._own_client:
             client = state.pop("_client")
             state["_client_settings"] = {"api_key": client.api_key, "timeout": client.timeout}
@@ -311,6 +300,7 @@ class OpenAICompatModel:
     def __setstate__(self, state: dict[str, Any]) -> None:
         settings = state.pop("_client_settings", None)
         self.__dict__.update(state)
+        self._clients = LoopClients()
         if settings is not None:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, max_retries=0, http_client=_pool(), **settings
@@ -418,7 +408,7 @@ class OpenAICompatModel:
 
 def _pool() -> openai.DefaultAsyncHttpxClient:
     """A connection pool with the SDK's defaults and the process's TLS settings, made
-    without loading the CA bundle again (`_tls`)."""
+    without loading the CA bundle again (`_pools.ssl_context`)."""
     return openai.DefaultAsyncHttpxClient(verify=ssl_context())
 
 
