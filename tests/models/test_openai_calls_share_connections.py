@@ -121,6 +121,24 @@ def test_a_threads_loop_keeps_its_pool_while_other_loops_come_and_go() -> None:
     assert len(set(clients)) == 3
 
 
+def test_a_model_dropped_on_a_threads_loop_takes_its_pool_with_it() -> None:
+    """Models made and dropped one after another, each running on the thread's reused loop
+    (which lives until exit): each one's client goes with it, not at exit."""
+    kept: list[weakref.ref[Any]] = []
+    with ChatCompletionsServer() as server:
+        _script(server, runs=3)
+        for _ in range(3):
+            model = _model(server)
+            assert _workflow(model).run("go", store=False).output == "done"
+            kept += [weakref.ref(client) for client in model._clients.clients()]
+            del model
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # their idle sockets
+            gc.collect()
+    assert len(kept) == 3
+    assert [ref() for ref in kept] == [None, None, None]
+
+
 def test_a_notebook_runs_loop_is_not_kept_alive() -> None:
     """The pool made on a notebook run's fresh loop is closed as that loop ends, and the
     model keeps neither: the loops of runs that ended can go."""

@@ -9,6 +9,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import inspect
 import signal
 import threading
 import weakref
@@ -63,7 +64,8 @@ def _close(loop: asyncio.AbstractEventLoop) -> None:
 
 _ours: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 """The loops `run_sync` made, which run `close_at_loop_end`'s closers before they close."""
-_at_end: dict[asyncio.AbstractEventLoop, list[Callable[[], Awaitable[Any]]]] = {}
+_at_end: dict[asyncio.AbstractEventLoop, list[Callable[[], Callable[[], Awaitable[Any]] | None]]]
+_at_end = {}
 
 
 def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Awaitable[Any]]) -> None:
@@ -73,7 +75,9 @@ def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Await
     connections belong to the loop that opened them and cannot be closed once it has.
 
     For a loop made elsewhere (`asyncio.run`) it does nothing: `close` is not kept, so
-    nothing it holds (a pool holds its loop) outlives the loop.
+    nothing it holds (a pool holds its loop) outlives the loop. A bound method is kept
+    weakly: what it belongs to is closed only if something still holds it then, so a model
+    dropped early takes its pool with it instead of leaving it here until the loop ends.
 
     Example:
         >>> async def main() -> None:
@@ -83,7 +87,8 @@ def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Await
         >>> asyncio.run(main())  # a loop `run_sync` did not make: nothing is printed
     """
     if loop in _ours:
-        _at_end.setdefault(loop, []).append(close)
+        held = weakref.WeakMethod(close) if inspect.ismethod(close) else (lambda: close)
+        _at_end.setdefault(loop, []).append(held)
 
 
 def owns_loop(loop: asyncio.AbstractEventLoop) -> bool:
@@ -94,7 +99,10 @@ def owns_loop(loop: asyncio.AbstractEventLoop) -> bool:
 async def _ending(loop: asyncio.AbstractEventLoop) -> None:
     """What `close_at_loop_end` registered for `loop`, each awaited once; a failure to close
     does not stop the others."""
-    for close in _at_end.pop(loop, []):
+    for held in _at_end.pop(loop, []):
+        close = held()
+        if close is None:
+            continue  # its owner is gone, and its pool with it
         with contextlib.suppress(Exception):
             await close()
 
