@@ -112,8 +112,8 @@ def _child(adapter: str, n: int, runs: int, store_name: str, mode: str) -> dict[
             async def cell() -> Any:
                 return wf.run("go", store=store)  # blocks the running loop, as a cell does
 
-            def one() -> Any:
-                return wf.run("go", store=store) if mode == "script" else asyncio.run(cell())
+            def one() -> Any:  # (an experiment's warm-up is a plain run)
+                return asyncio.run(cell()) if mode == "notebook" else wf.run("go", store=store)
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # an unpriced model's warning, once

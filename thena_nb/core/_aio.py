@@ -86,7 +86,7 @@ def close_at_loop_end(loop: asyncio.AbstractEventLoop, close: Callable[[], Await
         ...     close_at_loop_end(asyncio.get_running_loop(), close)
         >>> asyncio.run(main())  # a loop `run_sync` did not make: nothing is printed
     """
-    if loop in _ours:
+    if owns_loop(loop):
         held = weakref.WeakMethod(close) if inspect.ismethod(close) else (lambda: close)
         _at_end.setdefault(loop, []).append(held)
 
