@@ -92,3 +92,16 @@ def default_thresholds() -> Iterator[tuple[int, int, int]]:
         yield (700, 10, 10)
     finally:
         gc.set_threshold(*before)
+
+
+TURNS_TABLE = (
+    "(SELECT r.run_id AS run_id, t.turn_key & 4294967295 AS idx, t.* "
+    "FROM thena_turn_rows t JOIN thena_runs r ON t.turn_key >> 32 = r.run_no)"
+)
+"""A run store's turn rows with their run id and index, as SQL to select from."""
+
+
+def turn_rows_where(condition: str) -> str:
+    """An SQL condition on `thena_turn_rows`: the rows whose run id and index (`run_id`,
+    `idx`) meet `condition`, e.g. `UPDATE thena_turn_rows SET ... WHERE {this}`."""
+    return f"turn_key IN (SELECT turn_key FROM {TURNS_TABLE} WHERE {condition})"

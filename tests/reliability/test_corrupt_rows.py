@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import turn_rows_where
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.errors import StoreError
 from thena_nb.experiments import run_experiment
@@ -31,9 +32,10 @@ def adder() -> Workflow:
     return Workflow("adder", [loop(steps=[agent], until=until_answered)])
 
 
+_TURN = "UPDATE thena_turn_rows SET turn = '{}' WHERE " + turn_rows_where("idx = {}")
 CORRUPTIONS = {
-    "turn JSON": "UPDATE thena_turns SET turn = '{\"index\": ' WHERE idx = 1",
-    "turn fields": 'UPDATE thena_turns SET turn = \'{"index": "x"}\' WHERE idx = 0',
+    "turn JSON": _TURN.format('{"index": ', 1),
+    "turn fields": _TURN.format('{"index": "x"}', 0),
     "history": "UPDATE thena_runs SET history = '[{\"role\": 7}]'",
     "usage": "UPDATE thena_runs SET usage = 'not json'",
     "report": "UPDATE thena_runs SET report = '[]'",
@@ -74,7 +76,8 @@ def test_an_experiment_runs_a_corrupt_stored_case_afresh_with_a_warning(tmp_path
     with SqliteRunStore.from_path(path) as store:
         first = run_experiment(adder(), ["a", "b", "c"], store=store, progress=False)
         bad = first.runs[1].run_id
-        _corrupt(path, f"UPDATE thena_turns SET turn = 'garbage' WHERE run_id = '{bad}'")
+        where = turn_rows_where(f"run_id = '{bad}'")
+        _corrupt(path, f"UPDATE thena_turn_rows SET turn = 'garbage' WHERE {where}")
         with pytest.warns(RuntimeWarning, match=rf"stored run '{bad}' cannot be reused"):
             again = run_experiment(adder(), ["a", "b", "c"], store=store, progress=False)
         assert again.reused == 2

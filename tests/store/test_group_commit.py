@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import TURNS_TABLE
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.errors import StoreError
 from thena_nb.models import FunctionModel, ModelRequest, reply
@@ -28,7 +29,7 @@ def lookup(q: str) -> str:
 def committed_turns(path: Path, run_id: str) -> int:
     """Turns of `run_id` another connection sees: committed ones only."""
     with sqlite3.connect(path) as other:
-        row = other.execute("SELECT count(*) FROM thena_turns WHERE run_id = ?", (run_id,))
+        row = other.execute(f"SELECT count(*) FROM {TURNS_TABLE} WHERE run_id = ?", (run_id,))
         return int(row.fetchone()[0])
 
 
@@ -123,8 +124,9 @@ def test_a_write_that_fails_in_a_batch_fails_its_run_alone(tmp_path: Path) -> No
     path = tmp_path / "runs.sqlite3"
     store, _ = store_on(path)
     store._conn.execute(
-        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON thena_turns "
-        "WHEN NEW.run_id = 'bad' AND NEW.idx = 1 BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON main.thena_turn_rows WHEN NEW.turn_key = "
+        "(SELECT run_no FROM main.thena_runs WHERE run_id = 'bad') * 4294967296 + 1 "
+        "BEGIN SELECT RAISE(ABORT, 'refused'); END"
     )
     wf = three_turns(path, [])
 
@@ -156,7 +158,7 @@ def test_a_turn_of_one_statement_joins_the_batch_without_a_savepoint(tmp_path: P
 
     asyncio.run(main())
     savepoints = sum(s.startswith("SAVEPOINT") for s in statements)
-    turns = sum(s.startswith("INSERT OR REPLACE INTO thena_turns") for s in statements)
+    turns = sum(s.startswith("INSERT OR REPLACE INTO thena_turn_rows") for s in statements)
     assert turns == runs * TURNS
     assert savepoints <= runs * 3, savepoints  # at most a start, a first turn and an end
     assert all(store.load(f"q{i}").status == "finished" for i in range(runs))

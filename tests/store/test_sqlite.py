@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import TURNS_TABLE, turn_rows_where
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.errors import StoreError
+from thena_nb.core.store import STORE_FORMAT
 from thena_nb.core.store import default as store_module
 from thena_nb.core.types import Turn
 from thena_nb.models import FunctionModel, ScriptedModel, reply
@@ -85,11 +87,13 @@ def test_rows_carry_a_format_version_and_newer_ones_are_refused(tmp_path: Path) 
     with SqliteRunStore.from_path(path) as store:
         run = small().run("go", store=store)
         other = sqlite3.connect(path)
-        formats = other.execute("SELECT DISTINCT format FROM thena_turns").fetchall()
-        assert formats == [(1,)]
-        assert other.execute("SELECT format FROM thena_runs").fetchall() == [(1,)]
+        formats = other.execute("SELECT DISTINCT format FROM thena_turn_rows").fetchall()
+        assert formats == [(STORE_FORMAT,)]
+        assert other.execute("SELECT format FROM thena_runs").fetchall() == [(STORE_FORMAT,)]
         with other:
-            other.execute("UPDATE thena_turns SET format = 99 WHERE idx = 1")
+            other.execute(
+                f"UPDATE thena_turn_rows SET format = 99 WHERE {turn_rows_where('idx = 1')}"
+            )
         other.close()
         with pytest.raises(StoreError, match="format 99, newer than this thena_nb reads"):
             store.load(run.run_id)
@@ -102,7 +106,7 @@ def test_wal_mode_and_json_rows(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     turn, state, messages = conn.execute(
-        "SELECT turn, state, messages FROM thena_turns WHERE idx = 0"
+        f"SELECT turn, state, messages FROM {TURNS_TABLE} WHERE idx = 0"
     ).fetchone()
     conn.close()
     # Fields at their defaults are left out (about half the bytes); loading fills them in.
@@ -124,7 +128,7 @@ def test_rows_written_with_every_field_still_load(tmp_path: Path) -> None:
     with conn:
         for turn in run.turns:
             conn.execute(
-                "UPDATE thena_turns SET turn = ? WHERE run_id = ? AND idx = ?",
+                f"UPDATE thena_turn_rows SET turn = ? WHERE {turn_rows_where('run_id = ? AND idx = ?')}",
                 (turn.model_dump_json(), run.run_id, turn.index),
             )
         history = "[" + ",".join(m.model_dump_json() for m in run.history) + "]"
@@ -145,7 +149,7 @@ def test_a_connection_can_be_passed_and_is_left_open(tmp_path: Path) -> None:
     store = SqliteRunStore(conn)
     run = small().run("go", store=store)
     store.close()
-    assert conn.execute("SELECT count(*) FROM thena_turns").fetchone() == (2,)
+    assert conn.execute("SELECT count(*) FROM thena_turn_rows").fetchone() == (2,)
     conn.close()
     assert repr(store) == "SqliteRunStore('connection')"
     with pytest.raises(StoreError, match="is closed"):

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import TURNS_TABLE
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.core.run import Run
 from thena_nb.models import FunctionModel, reply
@@ -39,7 +40,7 @@ class Watching(SqliteRunStore):
             suspended = True
             coro.close()
         (stored,) = self._other.execute(
-            "SELECT count(*) FROM thena_turns WHERE run_id = ?", (run.run_id,)
+            f"SELECT count(*) FROM {TURNS_TABLE} WHERE run_id = ?", (run.run_id,)
         ).fetchone()
         self.seen.append((threading.current_thread().name, suspended, stored))
 

@@ -14,7 +14,17 @@ from pathlib import Path
 
 from thena_nb.core.errors import StoreError
 
-__all__ = ["APPLICATION_ID", "SCHEMA", "open_read_only", "prepare"]
+__all__ = [
+    "APPLICATION_ID",
+    "NEXT_NUMBER",
+    "OLD_TURNS",
+    "SCHEMA",
+    "TURN_BITS",
+    "old_turns",
+    "open_read_only",
+    "prepare",
+    "turn_key",
+]
 
 APPLICATION_ID = 0x54484E42
 """`PRAGMA application_id` of a thena_nb run store ("THNB")."""
@@ -44,17 +54,17 @@ SCHEMA = (
         owner TEXT,
         lease_until REAL
     )""",
-    """CREATE TABLE IF NOT EXISTS {db}thena_turns (
-        run_id TEXT NOT NULL,
-        idx INTEGER NOT NULL,
+    # One row per turn, keyed by `turn_key(run_no, idx)` (`thena_runs.run_no`): the table's
+    # own rowid, so a turn's commit writes one B-tree page, not a second one for an index.
+    """CREATE TABLE IF NOT EXISTS {db}thena_turn_rows (
+        turn_key INTEGER PRIMARY KEY,
         format INTEGER NOT NULL,
         request_key TEXT,
         input_tokens INTEGER NOT NULL,
         output_tokens INTEGER NOT NULL,
         turn TEXT NOT NULL,
         state TEXT,
-        messages TEXT NOT NULL,
-        PRIMARY KEY (run_id, idx)
+        messages TEXT NOT NULL
     )""",
     # Newer than the first files: an older file gains them when it is opened.
     """CREATE TABLE IF NOT EXISTS {db}thena_request_parts (
@@ -82,8 +92,25 @@ ADDED_COLUMNS = (
     ("pending", "TEXT"),
     ("owner", "TEXT"),
     ("lease_until", "REAL"),
+    ("run_no", "INTEGER"),
 )
 """Columns newer than the first files: added to an older file when it is opened."""
+
+TURN_BITS = 32
+"""A turn's key is `run_no << TURN_BITS | idx`: up to 2**32 turns a run, 2**31 runs a file.
+
+A run's number (`thena_runs.run_no`) is given when it is first claimed: one more than any
+number the file holds or held (`delete` keeps the highest it removed in `PRAGMA
+user_version`), so a number is never given twice, even while a deleted run's writer goes on."""
+NEXT_NUMBER = (
+    "SELECT max(coalesce((SELECT max(run_no) FROM thena_runs), 0), "
+    "(SELECT user_version FROM pragma_user_version)) + 1"
+)
+
+OLD_TURNS = "thena_turns"
+"""The turn table of files written before `thena_turn_rows` (keyed by run id and index, with
+an index beside the table); its rows move to `thena_turn_rows` when such a file is opened
+for writing. A file that cannot be written is read from it as it is (`old_turns`)."""
 
 _READ_ONLY_HINTS = ("readonly", "read-only", "unable to open")
 
@@ -161,14 +188,62 @@ def _to_wal(conn: sqlite3.Connection) -> None:
         time.sleep(0.01)
 
 
+def turn_key(run_no: int, idx: int) -> int:
+    """The key of turn `idx` of run number `run_no` in `thena_turn_rows`.
+
+    Example:
+        >>> turn_key(3, 5) == 3 * 2**32 + 5
+        True
+    """
+    return run_no << TURN_BITS | idx
+
+
 def create(conn: sqlite3.Connection) -> None:
-    """Create the tables that are missing, and the columns newer than the first files."""
+    """Create the tables that are missing, and the columns newer than the first files, and
+    move the turns of an older file into `thena_turn_rows` (in the caller's transaction)."""
     for statement in SCHEMA:
         conn.execute(statement.format(db=""))
     have = {row[1] for row in conn.execute("PRAGMA table_info(thena_runs)")}
     for name, kind in ADDED_COLUMNS:
         if name not in have:
             conn.execute(f"ALTER TABLE thena_runs ADD COLUMN {name} {kind}")
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS thena_runs_no ON thena_runs (run_no)")
+    # Runs an older file (or an older writer) left without a number get one each.
+    (next_number,) = conn.execute(NEXT_NUMBER).fetchone()
+    conn.execute(_NUMBER_THE_REST, (next_number - 1,))
+    if _has_table(conn, OLD_TURNS):
+        _move_old_turns(conn)
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    query = "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?"
+    return conn.execute(query, (name,)).fetchone() is not None
+
+
+_NUMBER_THE_REST = "UPDATE thena_runs SET run_no = ? + rowid WHERE run_no IS NULL"
+"""Numbers above `?` (the highest given) for the runs that have none: their rowids are
+distinct, so their numbers are."""
+
+
+def _move_old_turns(conn: sqlite3.Connection) -> None:
+    """An older file's turns, each under its run's number, into `thena_turn_rows`; then the
+    old table goes (a file is moved once, by the first writer that opens it). Turns whose
+    run has no row (a run deleted while it ran, in an older version) stay where they are."""
+    conn.execute(
+        "INSERT OR REPLACE INTO thena_turn_rows (turn_key, format, request_key, input_tokens, "
+        f"output_tokens, turn, state, messages) SELECT (r.run_no << {TURN_BITS}) + t.idx, "
+        "t.format, t.request_key, t.input_tokens, t.output_tokens, t.turn, t.state, t.messages "
+        f"FROM {OLD_TURNS} t JOIN thena_runs r ON r.run_id = t.run_id"
+    )
+    conn.execute(f"DELETE FROM {OLD_TURNS} WHERE run_id IN (SELECT run_id FROM thena_runs)")
+    if conn.execute(f"SELECT 1 FROM {OLD_TURNS} LIMIT 1").fetchone() is None:
+        conn.execute(f"DROP TABLE {OLD_TURNS}")
+
+
+def old_turns(conn: sqlite3.Connection) -> bool:
+    """Whether a read-only file keeps its turns in the older table (`OLD_TURNS`), so that
+    reading them takes the older queries."""
+    return _has_table(conn, OLD_TURNS) and not _has_table(conn, "thena_turn_rows")
 
 
 def _stand_ins(conn: sqlite3.Connection) -> None:
@@ -217,4 +292,9 @@ def open_read_only(path: Path, label: str) -> sqlite3.Connection:
     raise StoreError(f"cannot open the run store {label} even to read it: {last}")
 
 
-_TABLES = ("thena_runs", "thena_turns", "thena_request_parts", "thena_branch_turns")
+_TABLES = (
+    "thena_runs",
+    "thena_turn_rows",
+    "thena_request_parts",
+    "thena_branch_turns",
+)

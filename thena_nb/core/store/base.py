@@ -47,8 +47,11 @@ __all__ = [
     "summary_of",
 ]
 
-STORE_FORMAT = 1
-"""The version of what a store writes; every row carries it."""
+STORE_FORMAT = 2
+"""The version of what a store writes; every row carries it, and a reader refuses a row of a
+newer one. 2: an SQLite file keeps its turns in `thena_turn_rows`, by run number (a reader
+of format 1 would find none of them there, so it is told to upgrade instead); its rows are
+written as those of format 1 are, and rows of format 1 load the same."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,16 @@ from thena_nb.core.report import ReportNode
 from thena_nb.core.run import Run
 from thena_nb.core.store import _once, _owner
 from thena_nb.core.store._batch import CommitBatch, settle
-from thena_nb.core.store._sqlite_file import BUSY_TIMEOUT_MS, open_read_only, prepare
+from thena_nb.core.store._sqlite_file import (
+    BUSY_TIMEOUT_MS,
+    NEXT_NUMBER,
+    OLD_TURNS,
+    TURN_BITS,
+    old_turns,
+    open_read_only,
+    prepare,
+    turn_key,
+)
 from thena_nb.core.store.base import (
     STORE_FORMAT,
     TurnRecord,
@@ -76,10 +85,12 @@ class SqliteRunStore:
     """A run store in an SQLite database: a file path, or a connection you opened.
 
     The file is created readable by its owner alone (mode 0600) and marked as a run store
-    (`PRAGMA application_id`); tables (`thena_runs`, `thena_turns`, `thena_request_parts`,
-    `thena_branch_turns`) are created when it is opened. An SQLite file of something else
-    is refused, unchanged. A file that cannot be written (read-only, or in a read-only
-    directory) opens read-only (`read_only`): its runs can be listed and loaded.
+    (`PRAGMA application_id`); tables (`thena_runs`, `thena_turn_rows`, `thena_request_parts`,
+    `thena_branch_turns`) are created when it is opened, and an older file's turns move into
+    `thena_turn_rows` then (format 2: older versions are told to upgrade to read it). An
+    SQLite file of something else is refused, unchanged. A file that cannot be written
+    (read-only, or in a read-only directory) opens read-only (`read_only`): its runs can be
+    listed and loaded.
 
     A connection you pass should be the store's alone (the store commits its own
     transactions on it) and, if runs are loaded from other threads, allow that
@@ -114,6 +125,9 @@ class SqliteRunStore:
         self._checkpointing: threading.Thread | None = None
         self._parts_written: dict[str, set[str]] = {}
         """The request parts written so far, by run (under the lock)."""
+        self._numbers: dict[str, int] = {}
+        """The number of each run claimed here (`thena_runs.run_no`), its turns' keys made
+        from it (`turn_key`); set by the claim, dropped when the run ends."""
         self._owner = _owner.new_owner()
         self._renew_at = time.monotonic() + _owner.LEASE_S / 3  # claims start with a lease
         self._refused: set[str] = set()
@@ -128,6 +142,7 @@ class SqliteRunStore:
         if isinstance(database, sqlite3.Connection):
             self._conn, self._owns, self.path = database, False, None
             self.read_only = not self._prepare(repr(self))
+            self._old_turns = self.read_only and old_turns(database)
             return
         self.path = Path(database).expanduser()
         self._owns = True
@@ -141,6 +156,8 @@ class SqliteRunStore:
         if self.read_only:
             self._conn.close()
             self._conn = open_read_only(self.path, repr(str(self.path)))
+        self._old_turns = self.read_only and old_turns(self._conn)
+        """A read-only file of an older version, its turns in `OLD_TURNS`."""
 
     def _prepare(self, label: str) -> bool:
         try:
@@ -217,7 +234,7 @@ class SqliteRunStore:
             return
         what = f"store turn {record.turn.index} of run {run_id!r}"
         if self._turn_alone(run_id, record, parts):  # the common case: one statement
-            values = _turn_values(run_id, record)
+            values = _turn_values(self._numbers[run_id], record)
             await self._batched(what, lambda c: c.execute(_INSERT_TURN, values), alone=True)
         else:
             await self._batched(what, lambda c: self._turn_rows(c, run_id, record, parts))
@@ -245,22 +262,26 @@ class SqliteRunStore:
         if run_id in self._refused or not _owner.holds(self._owner, run_id):
             self._refused.discard(run_id)
             self._live.discard(run_id)
+            self._numbers.pop(run_id, None)
             return  # not its run to end: its claim was refused, or it never started here
         try:
             values = self._ending(run)
             fresh = run_id in self._fresh
             if len(self._live) < 2:
                 with self._writing(f"finish run {run_id!r}") as conn:
-                    _finish_rows(conn, values, fresh)
+                    _finish_rows(conn, values, self._number_of(conn, run_id), fresh)
             else:
                 what = f"finish run {run_id!r}"
-                await self._batched(what, lambda c: _finish_rows(c, values, fresh))
+                await self._batched(
+                    what, lambda c: _finish_rows(c, values, self._number_of(c, run_id), fresh)
+                )
         except StoreError as exc:
             self._mark_failed(run_id, exc)
             raise
         finally:
             self._live.discard(run_id)
             self._fresh.discard(run_id)
+            self._numbers.pop(run_id, None)
             _owner.release(self._owner, run_id)
 
     # -- reading --------------------------------------------------------------------------
@@ -277,7 +298,9 @@ class SqliteRunStore:
                 known = [r[0] for r in conn.execute(_RECENT_IDS)]
                 raise StoreError(missing_run(run_id, known[::-1]))
             finished = row[_HEADER_COLUMNS.index("finished_at")] is not None
-            turns = _SELECT_TURNS.format("NULL" if finished else "messages")
+            turns = (_SELECT_OLD_TURNS if self._old_turns else _SELECT_TURNS).format(
+                "NULL" if finished else "t.messages"
+            )
             rows = conn.execute(turns, (run_id,)).fetchall()
             parts = conn.execute(_SELECT_PARTS, (run_id,)).fetchall()
             done = row[_HEADER_COLUMNS.index("status")] == "finished"  # every block merged
@@ -327,7 +350,7 @@ class SqliteRunStore:
                 read.
         """
         with self._reading("list runs") as conn:
-            rows = conn.execute(_LIST).fetchall()
+            rows = conn.execute(_LIST_OLD if self._old_turns else _LIST).fetchall()
         now = time.time()
         out = []
         for run_id, wf, text, status, reasons, started, finished, error, owner, lease, *n in rows:
@@ -365,7 +388,15 @@ class SqliteRunStore:
     def delete(self, run_id: str) -> None:
         """Forget a run (nothing happens when there is no such run)."""
         with self._writing("delete a run") as conn:
-            for table in ("thena_turns", "thena_request_parts", "thena_branch_turns"):
+            row = conn.execute(_SELECT_NUMBER, (run_id,)).fetchone()
+            if row is not None and row[0] is not None:
+                number = int(row[0])
+                conn.execute(_DELETE_FROM, _from_turn(number, 0))
+                # The highest number given stays given, even once its run is gone.
+                (kept,) = conn.execute("PRAGMA user_version").fetchone()
+                if number > kept:
+                    conn.execute(f"PRAGMA user_version = {number}")
+            for table in ("thena_request_parts", "thena_branch_turns"):
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM thena_runs WHERE run_id = ?", (run_id,))
             self._parts_written.pop(run_id, None)
@@ -377,8 +408,9 @@ class SqliteRunStore:
         store had no row of it."""
         run_id = header["run_id"]
         row = conn.execute(_SELECT_OWNER, (run_id,)).fetchone()
+        number = None
         if row is not None:
-            status, owner, lease = row
+            status, owner, lease, number = row
             taken = status == "running" and owner is not None and owner != self._owner
             if taken and _owner.owner_alive(owner, lease, time.time()):
                 self._refused.add(run_id)
@@ -391,8 +423,13 @@ class SqliteRunStore:
             raise _owner.RunInUse(run_id, self._owner, repr(self))
         self._refused.discard(run_id)
         try:
-            conn.execute(_START, (*_header_values(header), self._owner, _lease()))
+            if number is None:
+                (number,) = conn.execute(NEXT_NUMBER).fetchone()
+                _check_number(number)
+            conn.execute(_START, (*_header_values(header), number, self._owner, _lease()))
+            self._numbers[run_id] = number
         except BaseException:
+            self._numbers.pop(run_id, None)
             _owner.release(self._owner, run_id)
             raise
         return row is None
@@ -401,6 +438,8 @@ class SqliteRunStore:
         """Whether the turn's row is all its write holds: no stale turns to delete, no
         request parts not yet written, no leases due for renewal."""
         if record.drop_from is not None or time.monotonic() >= self._renew_at:
+            return False
+        if run_id not in self._numbers:  # (not claimed here: `_turn_rows` looks it up)
             return False
         written = self._parts_written.get(run_id)
         return written.issuperset(parts) if written is not None else not parts
@@ -412,7 +451,7 @@ class SqliteRunStore:
                 self._turn_rows(conn, run_id, record, parts)
             return
         # The common case, once per turn: one prepared statement, its own transaction.
-        values = _turn_values(run_id, record)
+        values = _turn_values(self._numbers[run_id], record)
         with self._lock:
             conn = self._conn
             if self._closed or self.read_only:
@@ -435,10 +474,11 @@ class SqliteRunStore:
     ) -> None:
         """A turn's statements (in a write transaction): stale turns deleted, request parts
         not yet written, the turn, and the leases renewed when they are due."""
+        number = self._number_of(conn, run_id)
         if record.drop_from is not None:
-            conn.execute(_DELETE_FROM, (run_id, record.drop_from))
+            conn.execute(_DELETE_FROM, _from_turn(number, record.drop_from))
         self._insert_parts(conn, run_id, parts)
-        conn.execute(_INSERT_TURN, _turn_values(run_id, record))
+        conn.execute(_INSERT_TURN, _turn_values(number, record))
         if time.monotonic() >= self._renew_at:
             self._renew(conn)
 
@@ -448,6 +488,20 @@ class SqliteRunStore:
         if new:
             conn.executemany(_INSERT_PART, _part_rows(run_id, parts, new))
             written.update(new)
+
+    def _number_of(self, conn: sqlite3.Connection, run_id: str) -> int:
+        """The run's number (in a write transaction): known since its claim, else looked up,
+        else given now."""
+        number = self._numbers.get(run_id)
+        if number is None:
+            number = self._numbers[run_id] = _number(conn, run_id)
+        return number
+
+    def _forget_writes(self) -> None:
+        """After a write was undone: what this store remembers writing may not be there (the
+        numbers are looked up again; a run's own stays, as its claim was committed)."""
+        self._parts_written.clear()
+        self._numbers.clear()
 
     def _renew(self, conn: sqlite3.Connection) -> None:
         """Renew the leases of this store's open runs (every third of a lease at most)."""
@@ -546,11 +600,11 @@ class SqliteRunStore:
                 conn.commit()
             except sqlite3.Error as exc:
                 _rollback(conn)
-                self._parts_written.clear()  # some may be marked written, and are not
+                self._forget_writes()  # some may be marked written, and are not
                 raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
             except BaseException:
                 _rollback(conn)
-                self._parts_written.clear()
+                self._forget_writes()
                 raise
 
     async def _batched(
@@ -583,7 +637,7 @@ class SqliteRunStore:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK TO thena_write")
                         conn.execute("RELEASE thena_write")
-                self._parts_written.clear()
+                self._forget_writes()
                 if not conn.in_transaction:  # SQLite rolled the whole batch back: say so
                     self._flush_locked()
                 if isinstance(exc, sqlite3.Error):
@@ -608,7 +662,7 @@ class SqliteRunStore:
             self._conn.commit()
         except sqlite3.Error as exc:
             _rollback(self._conn)
-            self._parts_written.clear()
+            self._forget_writes()
             made = f"{len(waiters)} write{'s' if len(waiters) != 1 else ''}"
             text = f"{self!r} cannot commit {made} of runs going on together: {exc}"
             settle(loop, waiters, lambda: StoreError(text))
@@ -640,48 +694,64 @@ class SqliteRunStore:
 
 
 _INSERT_TURN = (
-    "INSERT OR REPLACE INTO thena_turns (run_id, idx, format, request_key, input_tokens, "
-    "output_tokens, turn, state, messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO thena_turn_rows (turn_key, format, request_key, input_tokens, "
+    "output_tokens, turn, state, messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_SELECT_NUMBER = "SELECT run_no FROM thena_runs WHERE run_id = ?"
+_RUN_TURNS = f"t.turn_key >= r.run_no << {TURN_BITS} AND t.turn_key < (r.run_no + 1) << {TURN_BITS}"
+"""The turns of run `r` (a range of the turn table's rowid)."""
 _INSERT_BRANCH_TURN = (
     "INSERT INTO thena_branch_turns (run_id, seq, format, turn, state, messages) VALUES (?, "
     "(SELECT coalesce(max(seq), -1) + 1 FROM thena_branch_turns WHERE run_id = ?), ?, ?, ?, ?)"
 )
 _DELETE_BRANCH = "DELETE FROM thena_branch_turns WHERE run_id = ?"
 _INSERT_PART = "INSERT OR IGNORE INTO thena_request_parts (run_id, key, value) VALUES (?, ?, ?)"
-_DELETE_FROM = "DELETE FROM thena_turns WHERE run_id = ? AND idx >= ?"
+_DELETE_FROM = "DELETE FROM thena_turn_rows WHERE turn_key >= ? AND turn_key < ?"
+
 _RECENT_IDS = "SELECT run_id FROM thena_runs ORDER BY started_at DESC, rowid DESC LIMIT 5"
 _SELECT_HEADER = f"SELECT {', '.join(_HEADER_COLUMNS)} FROM thena_runs WHERE run_id = ?"
-_SELECT_TURNS = "SELECT format, turn, state, {} FROM thena_turns WHERE run_id = ? ORDER BY idx"
+_SELECT_TURNS = (
+    "SELECT t.format, t.turn, t.state, {} FROM thena_runs r JOIN thena_turn_rows t "
+    f"ON {_RUN_TURNS} WHERE r.run_id = ? ORDER BY t.turn_key"
+)
+_SELECT_OLD_TURNS = (
+    f"SELECT format, turn, state, {{}} FROM {OLD_TURNS} t WHERE run_id = ? ORDER BY idx"
+)
 _SELECT_PARTS = "SELECT key, value FROM thena_request_parts WHERE run_id = ?"
 _SELECT_BRANCH = (
     "SELECT format, turn, state, messages FROM thena_branch_turns WHERE run_id = ? ORDER BY seq"
 )
-_SELECT_OWNER = "SELECT status, owner, lease_until FROM thena_runs WHERE run_id = ?"
+_SELECT_OWNER = "SELECT status, owner, lease_until, run_no FROM thena_runs WHERE run_id = ?"
 _STATUSES = "SELECT run_id, status, owner, lease_until FROM thena_runs WHERE run_id IN"
 _CHUNK = 500
 """Run ids per lookup statement (SQLite allows 32,766 parameters; older builds 999)."""
-_LIST = (
+_LIST_COLUMNS = (
     "SELECT r.run_id, r.workflow, r.input, r.status, r.stop_reasons, r.started_at, "
-    "r.finished_at, r.error, r.owner, r.lease_until, count(t.idx), "
+    "r.finished_at, r.error, r.owner, r.lease_until, count(t.format), "
     "coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) FROM thena_runs r "
-    "LEFT JOIN thena_turns t ON t.run_id = r.run_id "
+)
+_LIST = (
+    f"{_LIST_COLUMNS}LEFT JOIN thena_turn_rows t ON {_RUN_TURNS} "
+    "GROUP BY r.run_id ORDER BY r.started_at, r.rowid"
+)
+_LIST_OLD = (
+    f"{_LIST_COLUMNS}LEFT JOIN {OLD_TURNS} t ON t.run_id = r.run_id "
     "GROUP BY r.run_id ORDER BY r.started_at, r.rowid"
 )
 _COLUMNS = "run_id, format, workflow, input, status, started_at, parent_run_id, forked_at"
 _START = (
-    f"INSERT INTO thena_runs ({_COLUMNS}, owner, lease_until) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO thena_runs ({_COLUMNS}, run_no, owner, lease_until) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run_id) DO UPDATE SET "
     "format = excluded.format, workflow = excluded.workflow, "
     "input = excluded.input, status = excluded.status, finished_at = NULL, "
     "error = NULL, usage = NULL, stop_reasons = NULL, output = NULL, state = NULL, "
     "pending = NULL, history = NULL, report = NULL, replay_diverged_at = NULL, "
     "parent_run_id = excluded.parent_run_id, forked_at = excluded.forked_at, "
-    "owner = excluded.owner, lease_until = excluded.lease_until"
+    "run_no = excluded.run_no, owner = excluded.owner, lease_until = excluded.lease_until"
 )
 _INSERT_HEADER = (
-    f"INSERT INTO thena_runs ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO thena_runs ({_COLUMNS}, run_no) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run_id) DO NOTHING"
 )
 _FINISH = (
@@ -701,29 +771,64 @@ _Ending = tuple[tuple[Any, ...], tuple[Any, ...], int, bool]
 turn count, and whether it finished (so that its branch turns can go)."""
 
 
-def _finish_rows(conn: sqlite3.Connection, ending: _Ending, fresh: bool = False) -> None:
+def _finish_rows(
+    conn: sqlite3.Connection, ending: _Ending, number: int, fresh: bool = False
+) -> None:
     """A run's ending (in a write transaction): its header if it is not there yet, how it
     ended, and no stored turn past its last one. A `fresh` run (its row made by this store,
     no branch turn written) has nothing to clean up."""
     header, values, turns, finished = ending
     if not fresh:
-        conn.execute(_INSERT_HEADER, header)
+        conn.execute(_INSERT_HEADER, (*header, number))
     if conn.execute(_FINISH, values).rowcount == 0:  # its row is not there after all
-        conn.execute(_INSERT_HEADER, header)
+        conn.execute(_INSERT_HEADER, (*header, number))  # (its number: its turns' keys)
         conn.execute(_FINISH, values)
     if fresh:
         return
-    conn.execute(_DELETE_FROM, (header[0], turns))
+    conn.execute(_DELETE_FROM, _from_turn(number, turns))
     if finished:  # else a resume may still reuse them
         conn.execute(_DELETE_BRANCH, (header[0],))
 
 
-def _turn_values(run_id: str, record: TurnRecord) -> tuple[Any, ...]:
+def _number(conn: sqlite3.Connection, run_id: str) -> int:
+    """The run's number (`thena_runs.run_no`), given now if an older writer left it none (in
+    a write transaction).
+
+    Raises:
+        StoreError: The run's row is gone (deleted while the run went on).
+    """
+    row = conn.execute(_SELECT_NUMBER, (run_id,)).fetchone()
+    if row is None:
+        raise StoreError(
+            f"run {run_id!r} is no longer in the store (deleted while it ran): its turns "
+            "cannot be stored. Run it again"
+        )
+    if row[0] is not None:
+        return int(row[0])
+    (number,) = conn.execute(NEXT_NUMBER).fetchone()
+    _check_number(number)
+    conn.execute("UPDATE thena_runs SET run_no = ? WHERE run_id = ?", (number, run_id))
+    return int(number)
+
+
+def _check_number(number: int) -> None:
+    if number >> (63 - TURN_BITS):
+        raise sqlite3.OperationalError("the file has given out every run number (2**31)")
+
+
+def _from_turn(number: int, index: int) -> tuple[int, int]:
+    """The keys of run `number`'s turns from `index` on, as `_DELETE_FROM` takes them."""
+    return turn_key(number, index), turn_key(number + 1, 0)
+
+
+def _turn_values(number: int, record: TurnRecord) -> tuple[Any, ...]:
     turn = record.turn
     t = turn.__dict__  # plain reads: a turn each
+    index = t["index"]
+    if index >> TURN_BITS:
+        raise StoreError(f"turn {index} cannot be stored: a run stores 2**{TURN_BITS} turns")
     return (
-        run_id,
-        t["index"],
+        number << TURN_BITS | index,
         STORE_FORMAT,
         t["request_key"],
         t["input_tokens"],
