@@ -205,7 +205,7 @@ def test_a_deleted_runs_number_is_never_given_again(tmp_path: Path) -> None:
         a, b = counting(2).run("a", store=store), counting(2).run("b", store=store)
         highest = numbers(path)[b.run_id]
         store.delete(b.run_id)
-    with SqliteRunStore.from_path(path) as store:  # (the number is kept in the file)
+    with SqliteRunStore.from_path(path) as store:  # (the freed number is kept in the file)
         c = counting(2).run("c", store=store)
         assert numbers(path)[c.run_id] > highest
         assert [t.index for t in store.load(c.run_id).turns] == [0, 1]

@@ -4,6 +4,11 @@ Our files carry `PRAGMA application_id = APPLICATION_ID`. A file with another id
 tables that are not ours, is refused before anything is written to it. A file that cannot
 be written (a read-only file or directory) opens read-only: its runs can be listed and
 loaded, and a write says why it cannot be made.
+
+A turn's row is keyed by its run's number and its index (`turn_key`), the turn table's own
+rowid, so that storing a turn writes one B-tree page. Files from before that layout keep
+their turns in `OLD_TURNS`: the first writer that opens one moves them, in the transaction
+that sets the file up.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ SCHEMA = (
         value TEXT NOT NULL,
         PRIMARY KEY (run_id, key)
     )""",
+    # The numbers of deleted runs, never given again (their writers may still be going).
+    """CREATE TABLE IF NOT EXISTS {db}thena_deleted_numbers (run_no INTEGER PRIMARY KEY)""",
     # A parallel block's branch turns, each stored as it finishes while the block is open
     # (the block's merge stores them again as run turns, at their final indexes).
     """CREATE TABLE IF NOT EXISTS {db}thena_branch_turns (
@@ -100,12 +107,14 @@ TURN_BITS = 32
 """A turn's key is `run_no << TURN_BITS | idx`: up to 2**32 turns a run, 2**31 runs a file.
 
 A run's number (`thena_runs.run_no`) is given when it is first claimed: one more than any
-number the file holds or held (`delete` keeps the highest it removed in `PRAGMA
-user_version`), so a number is never given twice, even while a deleted run's writer goes on."""
+number the file holds or held (`delete` keeps the numbers it frees in
+`thena_deleted_numbers`), so a number is never given twice, even while a deleted run's
+writer goes on."""
 NEXT_NUMBER = (
-    "SELECT max(coalesce((SELECT max(run_no) FROM thena_runs), 0), "
-    "(SELECT user_version FROM pragma_user_version)) + 1"
+    "max(coalesce((SELECT max(run_no) FROM thena_runs), 0), "
+    "coalesce((SELECT max(run_no) FROM thena_deleted_numbers), 0)) + 1"
 )
+"""The number the next new run gets, as an SQL expression."""
 
 OLD_TURNS = "thena_turns"
 """The turn table of files written before `thena_turn_rows` (keyed by run id and index, with
@@ -209,7 +218,7 @@ def create(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE thena_runs ADD COLUMN {name} {kind}")
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS thena_runs_no ON thena_runs (run_no)")
     # Runs an older file (or an older writer) left without a number get one each.
-    (next_number,) = conn.execute(NEXT_NUMBER).fetchone()
+    (next_number,) = conn.execute(f"SELECT {NEXT_NUMBER}").fetchone()
     conn.execute(_NUMBER_THE_REST, (next_number - 1,))
     if _has_table(conn, OLD_TURNS):
         _move_old_turns(conn)
@@ -296,5 +305,6 @@ _TABLES = (
     "thena_runs",
     "thena_turn_rows",
     "thena_request_parts",
+    "thena_deleted_numbers",
     "thena_branch_turns",
 )

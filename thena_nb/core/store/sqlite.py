@@ -392,10 +392,7 @@ class SqliteRunStore:
             if row is not None and row[0] is not None:
                 number = int(row[0])
                 conn.execute(_DELETE_FROM, _from_turn(number, 0))
-                # The highest number given stays given, even once its run is gone.
-                (kept,) = conn.execute("PRAGMA user_version").fetchone()
-                if number > kept:
-                    conn.execute(f"PRAGMA user_version = {number}")
+                conn.execute(_NUMBER_FREED, (number,))  # never given again
             for table in ("thena_request_parts", "thena_branch_turns"):
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM thena_runs WHERE run_id = ?", (run_id,))
@@ -407,10 +404,11 @@ class SqliteRunStore:
         """Claim the run and write its header (in a write transaction); True when the
         store had no row of it."""
         run_id = header["run_id"]
-        row = conn.execute(_SELECT_OWNER, (run_id,)).fetchone()
-        number = None
-        if row is not None:
-            status, owner, lease, number = row
+        status, owner, lease, number, next_number = conn.execute(
+            _SELECT_OWNER, (run_id,)
+        ).fetchone()
+        found = status is not None  # (every row has a status)
+        if found:
             taken = status == "running" and owner is not None and owner != self._owner
             if taken and _owner.owner_alive(owner, lease, time.time()):
                 self._refused.add(run_id)
@@ -424,7 +422,7 @@ class SqliteRunStore:
         self._refused.discard(run_id)
         try:
             if number is None:
-                (number,) = conn.execute(NEXT_NUMBER).fetchone()
+                number = next_number
                 _check_number(number)
             conn.execute(_START, (*_header_values(header), number, self._owner, _lease()))
             self._numbers[run_id] = number
@@ -432,7 +430,7 @@ class SqliteRunStore:
             self._numbers.pop(run_id, None)
             _owner.release(self._owner, run_id)
             raise
-        return row is None
+        return not found
 
     def _turn_alone(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> bool:
         """Whether the turn's row is all its write holds: no stale turns to delete, no
@@ -721,7 +719,13 @@ _SELECT_PARTS = "SELECT key, value FROM thena_request_parts WHERE run_id = ?"
 _SELECT_BRANCH = (
     "SELECT format, turn, state, messages FROM thena_branch_turns WHERE run_id = ? ORDER BY seq"
 )
-_SELECT_OWNER = "SELECT status, owner, lease_until, run_no FROM thena_runs WHERE run_id = ?"
+_SELECT_OWNER = (
+    f"SELECT r.status, r.owner, r.lease_until, r.run_no, {NEXT_NUMBER} "
+    "FROM (SELECT 1) LEFT JOIN thena_runs r ON r.run_id = ?"
+)
+"""A run's claim, its number, and the number a new run gets: one row, `NULL`s for a run
+the store has no row of."""
+_NUMBER_FREED = "INSERT OR IGNORE INTO thena_deleted_numbers (run_no) VALUES (?)"
 _STATUSES = "SELECT run_id, status, owner, lease_until FROM thena_runs WHERE run_id IN"
 _CHUNK = 500
 """Run ids per lookup statement (SQLite allows 32,766 parameters; older builds 999)."""
@@ -805,7 +809,7 @@ def _number(conn: sqlite3.Connection, run_id: str) -> int:
         )
     if row[0] is not None:
         return int(row[0])
-    (number,) = conn.execute(NEXT_NUMBER).fetchone()
+    (number,) = conn.execute(f"SELECT {NEXT_NUMBER}").fetchone()
     _check_number(number)
     conn.execute("UPDATE thena_runs SET run_no = ? WHERE run_id = ?", (number, run_id))
     return int(number)
