@@ -25,6 +25,7 @@ __all__ = [
     "OLD_TURNS",
     "SCHEMA",
     "TURN_BITS",
+    "next_number",
     "old_turns",
     "open_read_only",
     "prepare",
@@ -115,6 +116,12 @@ NEXT_NUMBER = (
     "coalesce((SELECT max(run_no) FROM thena_deleted_numbers), 0)) + 1"
 )
 """The number the next new run gets, as an SQL expression."""
+
+
+def next_number(conn: sqlite3.Connection) -> int:
+    """The number the next new run gets (`NEXT_NUMBER`)."""
+    return int(conn.execute(f"SELECT {NEXT_NUMBER}").fetchone()[0])
+
 
 OLD_TURNS = "thena_turns"
 """The turn table of files written before `thena_turn_rows` (keyed by run id and index, with
@@ -218,8 +225,7 @@ def create(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE thena_runs ADD COLUMN {name} {kind}")
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS thena_runs_no ON thena_runs (run_no)")
     # Runs an older file (or an older writer) left without a number get one each.
-    (next_number,) = conn.execute(f"SELECT {NEXT_NUMBER}").fetchone()
-    conn.execute(_NUMBER_THE_REST, (next_number - 1,))
+    conn.execute(_NUMBER_THE_REST, (next_number(conn) - 1,))
     if _has_table(conn, OLD_TURNS):
         _move_old_turns(conn)
 

@@ -36,6 +36,7 @@ from thena_nb.core.store._sqlite_file import (
     NEXT_NUMBER,
     OLD_TURNS,
     TURN_BITS,
+    next_number,
     old_turns,
     open_read_only,
     prepare,
@@ -705,7 +706,6 @@ _INSERT_BRANCH_TURN = (
 _DELETE_BRANCH = "DELETE FROM thena_branch_turns WHERE run_id = ?"
 _INSERT_PART = "INSERT OR IGNORE INTO thena_request_parts (run_id, key, value) VALUES (?, ?, ?)"
 _DELETE_FROM = "DELETE FROM thena_turn_rows WHERE turn_key >= ? AND turn_key < ?"
-
 _RECENT_IDS = "SELECT run_id FROM thena_runs ORDER BY started_at DESC, rowid DESC LIMIT 5"
 _SELECT_HEADER = f"SELECT {', '.join(_HEADER_COLUMNS)} FROM thena_runs WHERE run_id = ?"
 _SELECT_TURNS = (
@@ -809,10 +809,10 @@ def _number(conn: sqlite3.Connection, run_id: str) -> int:
         )
     if row[0] is not None:
         return int(row[0])
-    (number,) = conn.execute(f"SELECT {NEXT_NUMBER}").fetchone()
+    number = next_number(conn)
     _check_number(number)
     conn.execute("UPDATE thena_runs SET run_no = ? WHERE run_id = ?", (number, run_id))
-    return int(number)
+    return number
 
 
 def _check_number(number: int) -> None:
@@ -832,7 +832,7 @@ def _turn_values(number: int, record: TurnRecord) -> tuple[Any, ...]:
     if index >> TURN_BITS:
         raise StoreError(f"turn {index} cannot be stored: a run stores 2**{TURN_BITS} turns")
     return (
-        number << TURN_BITS | index,
+        number << TURN_BITS | index,  # (`turn_key`, written out: a turn each)
         STORE_FORMAT,
         t["request_key"],
         t["input_tokens"],
