@@ -8,6 +8,7 @@
     python -m benchmarks.adapter_turn --code ../before --code .     # before and after
     python -m benchmarks.adapter_turn --json out.json
     python benchmarks/adapter_turn.py --quick                # N = 1 and 20, two runs each
+    python -m benchmarks.adapter_turn --instructions 1 4 --code ../before --code .
 
 The W1 loop (N model calls, N - 1 tool calls) with `OpenAICompatModel` or `AnthropicModel`
 as the agent's model, against `benchmarks/_api_server.py` on 127.0.0.1: the official SDK
@@ -23,6 +24,14 @@ is counted: one untimed run, then RUNS runs, each after a `gc.collect()`, timed 
 `time.process_time()` (CPU of the whole client process). A figure is the median over the
 runs, in µs of CPU per turn (per run at N = 1). Every run is checked for N model calls and
 N - 1 tool calls, and the server counts the connections the client opened.
+
+With `--instructions A B` each figure is counted instead of timed, as
+`benchmarks.turn_instructions` counts W1: the client's process runs under callgrind
+(valgrind) twice, making A and then B runs after the same warm-up, and the figure is
+(instructions of B - instructions of A) / ((B - A) * N), start-up and warm-up cancelled out.
+The server is a process of its own, not counted. A count moves by a few tenths of a percent
+from launch to launch (how the client's loop meets the server's answers), far less than a
+turn's CPU time on a shared machine.
 
 A turn here costs far more than the `FunctionModel` turn W1 times: the SDK builds an HTTP
 request and parses a JSON answer, and the adapter renders the whole history for every call
@@ -49,7 +58,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file, as `python -m benchmarks` runs W9
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.import_cost import child_env
+from benchmarks.import_cost import child_env, instructions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
@@ -188,6 +197,57 @@ def measure(
     return row
 
 
+def count(
+    adapter: str, n: int, runs: tuple[int, int], store: str, code_dir: Path
+) -> dict[str, Any]:
+    """Instructions per turn of `adapter` at `n` turns with `code_dir`'s thena_nb: two
+    launches of the child under callgrind, making `runs[0]` and `runs[1]` runs.
+
+    Raises:
+        SystemExit: valgrind is not installed.
+    """
+    env = child_env(code_dir)
+    env[CODE_ENV] = str(code_dir)
+    env["PYTHONHASHSEED"] = "0"
+    args = [sys.executable, "-m", "benchmarks.adapter_turn", "--child", adapter, str(n)]
+    # One launch first, not counted, writes the bytecode (as `turn_instructions` does).
+    subprocess.run(
+        [*args, "1", store, "script"], env=env, cwd=ROOT, check=True, capture_output=True
+    )
+    counts = []
+    for r in runs:
+        found = instructions_of([*args, str(r), store, "script"], env, str(ROOT))
+        if found is None:
+            raise SystemExit("counting instructions needs valgrind: apt-get install valgrind")
+        counts.append(found)
+    (a, b), (ca, cb) = runs, counts
+    per = (cb - ca) / ((b - a) * n)
+    return {
+        "adapter": adapter,
+        "n": n,
+        "store": store,
+        "mode": "instructions",
+        "runs": list(runs),
+        "instructions": counts,
+        "per_turn": per,
+        "code": str(code_dir),
+    }
+
+
+def render_counts(rows: list[dict[str, Any]]) -> str:
+    """`count`'s rows as a text table; beside each checkout after the first, the change."""
+    lines = [f"{'adapter':<10} {'N':>5} {'instructions/turn':>18}  code"]
+    first: dict[tuple[str, int], float] = {}
+    for r in rows:
+        key, change = (r["adapter"], r["n"]), ""
+        if key in first:
+            change = f"  ({(r['per_turn'] / first[key] - 1) * 100:+.1f} %)"
+        else:
+            first[key] = r["per_turn"]
+        lines.append(f"{r['adapter']:<10} {r['n']:>5} {r['per_turn']:>18,.0f}  {r['code']}{change}")
+    return "\n".join(lines)
+
+
 def render(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table; beside each checkout after the first, the change."""
     head = f"{'adapter':<10} {'N':>5} {'CPU µs/turn':>12} {'runs/s':>8} {'connections/run':>16}"
@@ -241,12 +301,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", action="append", help="a checkout to measure (repeatable)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="N = 1 and 20, two runs each")
+    parser.add_argument(
+        "--instructions",
+        type=int,
+        nargs=2,
+        metavar=("A", "B"),
+        help="count instructions per turn under callgrind, A runs against B, instead of timing",
+    )
     opts = parser.parse_args(args)
     if opts.quick:
         opts.n, opts.runs = [n for n in opts.n if n <= 20] or [1], 2
     if opts.runs < 1 or min(opts.n) < 1:
         parser.error("--runs and every --n must be at least 1")
     code_dirs = [Path(c).resolve() for c in opts.code] if opts.code else [ROOT]
+    if opts.instructions is not None:
+        a, b = opts.instructions
+        if not 0 <= a < b or opts.notebook or opts.experiment:
+            parser.error("--instructions needs 0 <= A < B, and counts script runs only")
+        counted = [
+            count(adapter, n, (a, b), opts.store, code_dir)
+            for adapter in opts.adapter or ADAPTERS
+            for n in opts.n
+            for code_dir in code_dirs
+        ]
+        print(render_counts(counted))
+        if opts.json:
+            with open(opts.json, "w") as fh:
+                json.dump({"workload": "W9 instructions", "rows": counted}, fh, indent=2)
+        return 0
     mode = "experiment" if opts.experiment else "notebook" if opts.notebook else "script"
     rows = [
         measure(adapter, n, opts.runs, opts.store, code_dir, mode)

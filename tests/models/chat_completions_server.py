@@ -64,6 +64,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     body: str | None = None
     """A raw body to send instead of the JSON error object."""
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ def _handler(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
                 self._drop()
             elif isinstance(item, Fault):
                 payload = item.body if item.body is not None else json.dumps(_error(item.message))
-                self._send(item.status, payload.encode(), "application/json", item.headers)
+                self._send(item.status, payload.encode(), item.content_type, item.headers)
             elif body.get("stream"):
                 self._stream(item, body)
             else:

@@ -15,6 +15,7 @@ from messages_api_server import (
     Answer,
     MessagesAPIServer,
     drop,
+    raw,
     slow,
     status,
     stream_error,
@@ -55,6 +56,29 @@ def _request(content: str = "What is 1 + 2?", **fields: Any) -> ModelRequest:
 
 
 # --- replies ---------------------------------------------------------------------------
+
+
+async def test_a_message_with_only_its_required_fields(api_server: MessagesAPIServer) -> None:
+    """The body is read as it came: the fields a message may leave out (stop reason, cache
+    counts) default, blocks of kinds the adapter does not use are passed over, and a JSON
+    message sent under another content type is read all the same."""
+    body = {
+        "content": [
+            {"type": "text", "text": "It is "},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+            {"type": "text", "text": "3."},
+            {"type": "tool_use", "id": "toolu_9", "name": "add", "input": "not an object"},
+        ],
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
+    api_server.script(raw(json.dumps(body), content_type="text/plain"))
+    reply = await _model(api_server).respond(_request())
+    assert reply == Reply(
+        text="It is 3.",
+        tool_calls=[ToolCall(id="toolu_9", name="add", arguments={})],
+        input_tokens=5,
+        output_tokens=2,
+    )
 
 
 async def test_text_reply(api_server: MessagesAPIServer) -> None:

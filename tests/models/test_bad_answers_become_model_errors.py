@@ -20,7 +20,16 @@ from thena_nb.store import SqliteRunStore
 pytestmark = pytest.mark.anyio
 
 NOT_JSON = ["not json at all", '{"id": "msg_1", "type": "mess', "", "<html>502</html>"]
-NOT_A_MESSAGE = ["[1, 2]", '{"type": "message"}', '"hello"', '{"content": [{"type": "text"}]}']
+NOT_A_MESSAGE = [
+    "[1, 2]",
+    "null",
+    '{"type": "message"}',
+    '"hello"',
+    '{"content": [{"type": "text"}]}',
+    '{"content": [5], "usage": {"input_tokens": 1, "output_tokens": 1}}',
+    '{"content": [{"type": "tool_use", "id": "t1"}], "usage": {"input_tokens": 1, "output_tokens": 1}}',
+    '{"content": [], "usage": {"output_tokens": 1}}',
+]
 
 
 @tool
@@ -82,7 +91,21 @@ async def test_anthropic_malformed_stream_event_is_a_model_error(events: str) ->
     assert "model 'claude-test': the server's answer is not" in str(exc)
 
 
-@pytest.mark.parametrize("body", ["garbage", "", "[1]", '{"choices": [{"message": null}]}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "garbage",
+        "",
+        "[1]",
+        "null",
+        '"hello"',
+        '{"choices": [{"message": null}]}',
+        '{"choices": [{}]}',
+        '{"choices": [5]}',
+        '{"choices": [{"message": {"tool_calls": [{"id": "c", "function": null}]}}]}',
+        '{"choices": [{"message": {"tool_calls": 7}}]}',
+    ],
+)
 async def test_openai_compat_malformed_body_is_a_model_error(body: str) -> None:
     with ChatCompletionsServer() as server:
         server.add(

@@ -18,6 +18,7 @@ from chat_completions_server import (
     Drop,
     Fault,
     Slow,
+    completion_json,
 )
 
 from thena_nb import Agent, Message, ToolCall, Workflow, loop, tool, until_answered
@@ -427,6 +428,41 @@ async def test_missing_call_id_gets_one(server: ChatCompletionsServer) -> None:
     server.add(Completion(tool_calls=((None, "get_weather", {"city": "Lisbon"}),)))
     reply = await _model(server).respond(_request(USER))
     assert reply.tool_calls[0].id == "call_0"
+
+
+def _answer_body(answer: Completion, **call_fields: Any) -> str:
+    """`answer` as the JSON body the server sends, its first call's fields changed
+    (a value of `None` leaves the field out)."""
+    body = completion_json(answer, "qwen2.5:7b")
+    call = body["choices"][0]["message"]["tool_calls"][0]
+    for name, value in call_fields.items():
+        call.pop(name) if value is None else call.__setitem__(name, value)
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize(("kind", "read"), [(None, True), ("function", True), ("custom", False)])
+async def test_call_type_left_out_means_a_function(
+    server: ChatCompletionsServer, kind: str | None, read: bool
+) -> None:
+    """A call whose `type` the server left out is a function call, as the API's only kind
+    of call through `tools`; a call of another type is no tool call of the agent's."""
+    answer = Completion(tool_calls=(("call_1", "get_weather", {"city": "Lisbon"}),))
+    server.add(Fault(200, body=_answer_body(answer, type=kind)))
+    reply = await _model(server).respond(_request(USER))
+    calls = [(c.id, c.name, c.arguments, c.source) for c in reply.tool_calls]
+    assert calls == ([("call_1", "get_weather", {"city": "Lisbon"}, "native")] if read else [])
+
+
+async def test_json_answer_under_another_content_type(server: ChatCompletionsServer) -> None:
+    """A completion sent as `text/plain` (as some proxies label it) is read all the same,
+    as the SDK reads it; a body that is not JSON at all stays an error that says so."""
+    answer = Completion("Sunny.", prompt_tokens=12, completion_tokens=2)
+    server.add(Fault(200, body=json.dumps(completion_json(answer, "m")), content_type="text/plain"))
+    server.add(Fault(200, body="Sunny.", content_type="text/plain"))
+    reply = await _model(server).respond(_request(USER))
+    assert (reply.text, reply.input_tokens, reply.output_tokens) == ("Sunny.", 12, 2)
+    with pytest.raises(ModelError, match="the server's answer is not JSON"):
+        await _model(server).respond(_request(USER))
 
 
 # --- faults --------------------------------------------------------------------------------

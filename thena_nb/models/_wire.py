@@ -40,6 +40,7 @@ __all__ = [
     "outcome",
     "owns",
     "plain_copy",
+    "read",
     "result_text",
 ]
 
@@ -109,6 +110,26 @@ def plain_copy(value: Any) -> Any:
 
 
 _UNCHANGING = frozenset({str, int, float, bool, type(None)})
+
+
+_REQUIRED: Any = object()
+
+
+def read(part: Any, name: str, default: Any = _REQUIRED) -> Any:
+    """A field of part of a model's answer: a key of the JSON object an adapter reads (the
+    body as the server sent it), or an attribute of a record the SDK built (a streamed
+    answer's).
+
+    Without `default` the answer must have the field: `KeyError` or `AttributeError` when it
+    has not, which the adapter reports as a malformed answer.
+
+    Example:
+        >>> read({"type": "text", "text": "Hi"}, "text"), read({"type": "text"}, "citations", None)
+        ('Hi', None)
+    """
+    if isinstance(part, dict):
+        return part[name] if default is _REQUIRED else part.get(name, default)
+    return getattr(part, name) if default is _REQUIRED else getattr(part, name, default)
 
 
 def calls_by_id(history: Sequence[Message]) -> CallsById:

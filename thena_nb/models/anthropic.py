@@ -74,6 +74,7 @@ from thena_nb.models._wire import (
     outcome,
     owns,
     plain_copy,
+    read,
     result_text,
 )
 
@@ -212,8 +213,9 @@ class AnthropicModel:
                 # `messages.stream` is `messages.create(stream=True)` with the events assembled.
                 rest = {name: value for name, value in params.items() if name != "stream"}
                 message = await _stream_message(client, rest, request.on_text_delta)
-            else:
-                message = await client.messages.create(**params)
+            else:  # the body as it came: the SDK's `Message` record of it is not built
+                answer = await client.messages.with_raw_response.create(**params)
+                message = json.loads(answer.http_response.content)
             return _checked_reply(message)
         except (
             anthropic.AnthropicError,
@@ -414,7 +416,7 @@ def _text_delta(event: Any) -> str | None:
     return None
 
 
-def _checked_reply(message: anthropic.types.Message) -> Reply:
+def _checked_reply(message: object) -> Reply:
     """The reply, or `_Malformed` when the answer is not the message it should be."""
     try:
         return _reply(message)
@@ -422,34 +424,40 @@ def _checked_reply(message: anthropic.types.Message) -> Reply:
         raise _Malformed.of(exc) from exc
 
 
-def _reply(message: anthropic.types.Message) -> Reply:
+def _reply(message: Any) -> Reply:
+    """The `Reply` in a Messages API message: the JSON body as it came (`respond`), or the
+    SDK's record of a streamed one (`read` takes either)."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Block] = []
-    for block in message.content:
-        if block.type == "text":
-            texts.append(block.text)
-        elif block.type == "tool_use":
-            arguments = block.input if isinstance(block.input, dict) else {}
-            calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
-        elif block.type == "thinking":
-            thinking = {"type": "thinking", "thinking": block.thinking}
-            reasoning.append({**thinking, "signature": block.signature})
-        elif block.type == "redacted_thinking":
-            reasoning.append({"type": "redacted_thinking", "data": block.data})
-    usage = message.usage
-    details = getattr(usage, "output_tokens_details", None)
+    for block in read(message, "content"):
+        kind = read(block, "type")
+        if kind == "text":
+            texts.append(read(block, "text"))
+        elif kind == "tool_use":
+            given = read(block, "input")
+            arguments = given if isinstance(given, dict) else {}
+            calls.append(
+                ToolCall(id=read(block, "id"), name=read(block, "name"), arguments=arguments)
+            )
+        elif kind == "thinking":
+            thinking = {"type": "thinking", "thinking": read(block, "thinking")}
+            reasoning.append({**thinking, "signature": read(block, "signature")})
+        elif kind == "redacted_thinking":
+            reasoning.append({"type": "redacted_thinking", "data": read(block, "data")})
+    usage = read(message, "usage")
+    details = read(usage, "output_tokens_details", None)
     thoughts = [block["thinking"] for block in reasoning if block["type"] == "thinking"]
     return Reply(
         text="".join(texts),
         tool_calls=calls,
-        finish_reason=message.stop_reason,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_input_tokens or 0,
-        cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        finish_reason=read(message, "stop_reason", None),
+        input_tokens=read(usage, "input_tokens"),
+        output_tokens=read(usage, "output_tokens"),
+        cache_read_tokens=read(usage, "cache_read_input_tokens", None) or 0,
+        cache_write_tokens=read(usage, "cache_creation_input_tokens", None) or 0,
         reasoning="\n\n".join(thoughts) if thoughts else None,
-        reasoning_tokens=getattr(details, "thinking_tokens", None) or 0,
+        reasoning_tokens=read(details, "thinking_tokens", None) or 0,
         reasoning_blocks=tuple(reasoning),
     )
 
