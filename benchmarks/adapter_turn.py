@@ -27,7 +27,8 @@ N - 1 tool calls, and the server counts the connections the client opened.
 
 With `--instructions A B` each figure is counted instead of timed, as
 `benchmarks.turn_instructions` counts W1: the client's process runs under callgrind
-(valgrind) twice, making A and then B runs after the same warm-up, and the figure is
+(valgrind) twice, making A and then B runs after the same warm-up with the collector off
+(mode `counted`), and the figure is
 (instructions of B - instructions of A) / ((B - A) * N), start-up and warm-up cancelled out.
 The server is a process of its own, not counted. A count moves by a few tenths of a percent
 from launch to launch (how the client's loop meets the server's answers), far less than a
@@ -62,7 +63,10 @@ from benchmarks.import_cost import child_env, instructions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
-MODES = ("script", "notebook", "experiment")
+MODES = ("script", "notebook", "experiment", "counted")
+"""How the child calls its runs; `counted` is `script` with the collector off after one
+collection, as `--instructions` counts them (a full collection of a heap that holds an SDK
+costs more instructions than a turn, and would be counted with each run)."""
 EXPERIMENT_CONCURRENCY = 20
 """Runs in flight at once in `--experiment` (`wf.map(..., concurrency=...)`)."""
 CODE_ENV = "THENA_NB_BENCH_CODE"
@@ -129,8 +133,12 @@ def _child(adapter: str, n: int, runs: int, store_name: str, mode: str) -> dict[
                 _check(one(), n)
             before = _connections(port)
             cpus, walls = [], []
-            for _ in range(1 if mode == "experiment" else runs):
+            if mode == "counted":
                 gc.collect()
+                gc.disable()
+            for _ in range(1 if mode == "experiment" else runs):
+                if mode != "counted":
+                    gc.collect()
                 c0, w0 = time.process_time(), time.perf_counter()
                 if mode == "experiment":
                     cases = [f"case {i}" for i in range(runs)]
@@ -156,9 +164,9 @@ def _child(adapter: str, n: int, runs: int, store_name: str, mode: str) -> dict[
         "mode": mode,
         "runs": runs,
         "cpu_us_per_turn": per,
-        "median_us": statistics.median(per),
+        "median_us": statistics.median(per) if per else 0.0,  # (no runs: a count's base)
         "wall_s": walls,
-        "connections_per_run": opened / runs,
+        "connections_per_run": opened / runs if runs else 0.0,
     }
 
 
@@ -212,11 +220,11 @@ def count(
     args = [sys.executable, "-m", "benchmarks.adapter_turn", "--child", adapter, str(n)]
     # One launch first, not counted, writes the bytecode (as `turn_instructions` does).
     subprocess.run(
-        [*args, "1", store, "script"], env=env, cwd=ROOT, check=True, capture_output=True
+        [*args, "1", store, "counted"], env=env, cwd=ROOT, check=True, capture_output=True
     )
     counts = []
     for r in runs:
-        found = instructions_of([*args, str(r), store, "script"], env, str(ROOT))
+        found = instructions_of([*args, str(r), store, "counted"], env, str(ROOT))
         if found is None:
             raise SystemExit("counting instructions needs valgrind: apt-get install valgrind")
         counts.append(found)

@@ -55,7 +55,10 @@ def test_an_experiment_shares_one_pool_across_its_runs() -> None:
 def test_a_child_refuses_an_unknown_adapter() -> None:
     proc = _child("gemini", "4", "2", "default", "script")
     assert proc.returncode != 0
-    usage = "usage: --child {openai,anthropic} N RUNS {default,none} {script,notebook,experiment}"
+    usage = (
+        "usage: --child {openai,anthropic} N RUNS {default,none} "
+        "{script,notebook,experiment,counted}"
+    )
     assert usage in proc.stderr
 
 
@@ -72,3 +75,41 @@ def test_the_table_shows_each_checkout_against_the_first() -> None:
     assert lines[1].split() == ["openai", "20", "40,000", "2.0", "20.0", "/before"]
     assert lines[2].split() == ["openai", "20", "4,000", "20.0", "0.0", "/after", "(-90", "%)"]
     assert lines[3].split() == ["openai", "3", "2,000", "100.0", "0.1", "/after"]
+
+
+def test_the_count_table_shows_each_checkout_against_the_first() -> None:
+    rows: list[dict[str, Any]] = [
+        {"adapter": "openai", "n": 20, "per_turn": 9_000_000.0, "code": "/before"},
+        {"adapter": "openai", "n": 20, "per_turn": 7_200_000.0, "code": "/after"},
+        {"adapter": "anthropic", "n": 20, "per_turn": 8_000_000.0, "code": "/after"},
+    ]
+    lines = adapter_turn.render_counts(rows).splitlines()
+    assert lines[1].split() == ["openai", "20", "9,000,000", "/before"]
+    assert lines[2].split() == ["openai", "20", "7,200,000", "/after", "(-20.0", "%)"]
+    assert lines[3].split() == ["anthropic", "20", "8,000,000", "/after"]
+
+
+@pytest.mark.parametrize(
+    "args", [["--instructions", "3", "1"], ["--instructions", "1", "2", "--notebook"]]
+)
+def test_instructions_are_counted_for_script_runs_from_fewer_to_more(args: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.adapter_turn", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--instructions needs 0 <= A < B, and counts script runs only" in proc.stderr
+
+
+@pytest.mark.valgrind
+def test_a_count_grows_with_the_runs_and_gives_a_cost_per_turn() -> None:
+    row = adapter_turn.count("openai", 2, (0, 1), "none", ROOT)
+    fewer, more = row["instructions"]
+    assert more > fewer > 0
+    assert row["per_turn"] == (more - fewer) / 2
+    # A turn through the SDK builds an HTTP request and reads its answer: millions of
+    # instructions, never the start-up's (billions) nor nothing.
+    assert 200_000 < row["per_turn"] < 100_000_000

@@ -3,6 +3,8 @@ status codes of failed attempts, and token counts by the conventions' meaning.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -92,3 +94,57 @@ def test_a_gate_decision_is_on_the_tool_span() -> None:
     (span,) = exporter.get_finished_spans()
     assert span.attributes["thena.tool_call.decision"] == "edit"
     assert span.attributes["gen_ai.tool.call.id"] == "c1"
+
+
+_GLOBAL_PROVIDER_RUN = """
+import sys
+import anthropic
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from thena_nb import Agent, Workflow, telemetry
+from thena_nb.models import AnthropicModel
+
+base_url = sys.argv[1]
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # as an application sets OpenTelemetry up
+telemetry.instrument()  # to the global provider
+models = {
+    "built": AnthropicModel("claude-test", base_url=base_url, api_key="k"),
+    "given": AnthropicModel(
+        "claude-test", client=anthropic.AsyncAnthropic(base_url=base_url, api_key="k")
+    ),
+}
+for name, model in models.items():
+    exporter.clear()
+    Workflow("w", [Agent("A", model=model)]).run("go", store=False)
+    for span in exporter.get_finished_spans():
+        if span.kind is SpanKind.CLIENT:
+            tokens = span.attributes.get("gen_ai.usage.input_tokens")
+            print(name, span.instrumentation_scope.name, span.name, tokens)
+"""
+
+
+def test_one_chat_span_per_call_under_a_global_tracer_provider() -> None:
+    """With the global tracer provider set, as applications set OpenTelemetry up, a call
+    through the client `AnthropicModel` builds makes one CLIENT span, thena_nb's: the SDK's
+    own span of the call, which would count its tokens a second time, is off. A `client=`
+    the user gave keeps the SDK's settings, its span included."""
+    with MessagesAPIServer() as server:
+        server.script(text("hi", input_tokens=4), text("hi", input_tokens=4))
+        done = subprocess.run(
+            [sys.executable, "-c", _GLOBAL_PROVIDER_RUN, server.base_url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split(" ", 2) for line in done.stdout.splitlines()]
+    assert rows[0] == ["built", "thena_nb", "chat claude-test 4"]
+    assert len(rows) == 1 + 2, rows  # then the given client's two: the SDK's and thena_nb's
+    given = sorted(row[1] for row in rows[1:] if row[0] == "given")
+    assert given[0] != "thena_nb" and given[1] == "thena_nb"

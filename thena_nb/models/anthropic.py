@@ -33,6 +33,8 @@ a message, raises a final `ModelError`. What it raises is scrubbed of the API ke
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -258,6 +260,7 @@ class AnthropicModel:
             timeout=self.timeout,
             max_retries=0,
             http_client=anthropic.DefaultAsyncHttpxClient(verify=ssl_context()),
+            **_sdk_spans_off(),
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -322,6 +325,21 @@ class AnthropicModel:
         return status_error(
             text, status=status, model_name=self.name, headers=headers, transient=transient
         )
+
+
+@functools.cache
+def _sdk_spans_off() -> dict[str, Any]:
+    """The SDK's own OpenTelemetry spans, off for the clients `AnthropicModel` builds (the
+    SDK's releases that make them take `open_telemetry=False`; older ones make none).
+
+    `thena_nb.telemetry` makes the one `chat` span of each call, in the conventions it
+    follows; the SDK's `anthropic.messages.create` span would be a second CLIENT span of the
+    same call, with its tokens counted again, whenever a global tracer provider is set. And
+    the SDK works out a span's attributes on every call before it knows that nothing records
+    them. A `client=` given to `AnthropicModel` keeps the settings it was made with.
+    """
+    parameters = inspect.signature(anthropic.AsyncAnthropic.__init__).parameters
+    return {"open_telemetry": False} if "open_telemetry" in parameters else {}
 
 
 def _thinking_config(model: str, thinking: Mapping[str, Any] | None) -> dict[str, Any] | None:
