@@ -11,7 +11,8 @@ Agents SDK when they are installed (`pip install -e ".[bench]"`; a missing one i
 a note), each configuration in processes of its own. Times are medians; W1 shows CPU time
 (`time.process_time`) beside wall time, and its targets are judged on CPU time, which a busy
 machine disturbs less. W9 runs the same loop through the real adapters (`OpenAICompatModel`,
-`AnthropicModel` and their SDKs) against a server on 127.0.0.1 (`benchmarks/adapter_turn.py`).
+`AnthropicModel` and their SDKs) against a server on 127.0.0.1 (`benchmarks/adapter_turn.py`);
+W10 streams one long answer through `OpenAICompatModel` (`benchmarks/stream_reply.py`).
 
     python -m benchmarks --only W1 --code ../other-checkout --no-peers   # another branch's code
 """
@@ -32,8 +33,8 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
-SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10")
+SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10")
 """The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

@@ -1,14 +1,17 @@
 """The W1 loop's model as an HTTP server on 127.0.0.1, for the real adapters' benchmark.
 
-    python -m benchmarks._api_server N        # prints its port, then serves until killed
+    python -m benchmarks._api_server N [WORDS]   # prints its port, then serves until killed
 
 It speaks both APIs the adapters call: `POST /v1/chat/completions` (OpenAI's, for
-`OpenAICompatModel`) and `POST /v1/messages` (Anthropic's, for `AnthropicModel`), JSON only,
-with keep-alive connections (HTTP/1.1) as real servers keep them. Like the W1 functions it
-decides from the request alone: while fewer than N - 1 assistant messages are in the history
-it calls `add(a=i, b=1)`, then it answers "done". It runs in a process of its own, so that
-its work never counts in the client's CPU time. `GET /connections` says how many connections
-it has accepted so far, so that the client can check how often it opened one.
+`OpenAICompatModel`, as JSON or, when the request sets `stream`, as SSE chunks of four
+characters of text each, the way servers stream tokens) and `POST /v1/messages`
+(Anthropic's, for `AnthropicModel`, JSON only), with keep-alive connections (HTTP/1.1) as
+real servers keep them. Like the W1 functions it decides from the request alone: while fewer
+than N - 1 assistant messages are in the history it calls `add(a=i, b=1)`, then it answers
+"done" (or, given WORDS, "done" and WORDS more words: a long answer to stream). It runs in a
+process of its own, so that its work never counts in the client's CPU time. `GET /connections`
+says how many connections it has accepted so far, so that the client can check how often it
+opened one.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ _connections = 0
 _lock = threading.Lock()
 
 
-def _chat_completion(model: str, i: int, n: int) -> dict[str, Any]:
+def _final_text(words: int) -> str:
+    return "done" + " word" * words
+
+
+def _chat_completion(model: str, i: int, n: int, words: int = 0) -> dict[str, Any]:
     message: dict[str, Any]
     if i < n - 1:
         call = {"name": "add", "arguments": json.dumps({"a": i, "b": 1})}
@@ -34,7 +41,7 @@ def _chat_completion(model: str, i: int, n: int) -> dict[str, Any]:
         }
         finish = "tool_calls"
     else:
-        message, finish = {"role": "assistant", "content": "done"}, "stop"
+        message, finish = {"role": "assistant", "content": _final_text(words)}, "stop"
     return {
         "id": f"chatcmpl-{i}",
         "object": "chat.completion",
@@ -43,6 +50,31 @@ def _chat_completion(model: str, i: int, n: int) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
+
+
+def _chunks(completion: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
+    """`completion` as the chunks a server streams it in: the role, the text four characters
+    at a time, each call's id and name and then its arguments, the finish reason, and the
+    usage in a chunk of its own when the request asked for it."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    text = message.get("content") or ""
+    deltas += [{"content": text[k : k + 4]} for k in range(0, len(text), 4)]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        head = {"index": index, "id": call["id"], "type": "function"}
+        deltas.append({"tool_calls": [{**head, "function": {"name": call["function"]["name"]}}]})
+        arguments = {"arguments": call["function"]["arguments"]}
+        deltas.append({"tool_calls": [{"index": index, "function": arguments}]})
+    base = {key: completion[key] for key in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    out = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    out.append(
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
+    )
+    if usage:
+        out.append({**base, "choices": [], "usage": completion["usage"]})
+    return out
 
 
 def _message(model: str, i: int, n: int) -> dict[str, Any]:
@@ -65,8 +97,9 @@ def _message(model: str, i: int, n: int) -> dict[str, Any]:
     }
 
 
-def handler(n: int) -> type[BaseHTTPRequestHandler]:
-    """The request handler of a server whose loop makes `n` model calls."""
+def handler(n: int, words: int = 0) -> type[BaseHTTPRequestHandler]:
+    """The request handler of a server whose loop makes `n` model calls (its last answer
+    `words` words longer than "done")."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as real API servers
@@ -96,11 +129,25 @@ def handler(n: int) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _stream(self, chunks: list[dict[str, Any]]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for data in [*(json.dumps(c) for c in chunks), "[DONE]"]:
+                event = f"data: {data}\n\n".encode()
+                self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             i = sum(1 for m in body["messages"] if m["role"] == "assistant")
             if self.path.endswith("/chat/completions"):
-                answer = _chat_completion(body["model"], i, n)
+                answer = _chat_completion(body["model"], i, n, words)
+                if body.get("stream"):
+                    usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(_chunks(answer, usage))
+                    return
             elif self.path.endswith("/messages"):
                 answer = _message(body["model"], i, n)
             else:
@@ -112,8 +159,10 @@ def handler(n: int) -> type[BaseHTTPRequestHandler]:
 
 
 def main() -> None:
-    """Serve the loop of `sys.argv[1]` model calls on a free port, printed first."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(int(sys.argv[1])))
+    """Serve the loop of `sys.argv[1]` model calls (the last answer `sys.argv[2]` words
+    longer, when given) on a free port, printed first."""
+    words = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(int(sys.argv[1]), words))
     server.daemon_threads = True
     print(server.server_address[1], flush=True)
     server.serve_forever()

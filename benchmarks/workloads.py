@@ -234,6 +234,7 @@ SCRIPTS = [
     Script("W7", "diff_cost.py", "run diffs"),
     Script("W8", "import_cost.py", "import and first run"),
     Script("W9", "adapter_turn.py", "W1 through the real adapters"),
+    Script("W10", "stream_reply.py", "a streamed answer"),
 ]
 
 

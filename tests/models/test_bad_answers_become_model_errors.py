@@ -117,7 +117,10 @@ async def test_openai_compat_malformed_body_is_a_model_error(body: str) -> None:
     assert "OpenAI chat completions API" in str(exc)
 
 
-@pytest.mark.parametrize("body", ["data: {oops\n\n", 'data: {"choices": 5}\n\n'])
+@pytest.mark.parametrize(
+    "body",
+    ["data: {oops\n\n", 'data: {"choices": 5}\n\n', 'data: {"choices": [{}]}\n\n', "data: [1]\n\n"],
+)
 async def test_openai_compat_malformed_stream_chunk_is_a_model_error(body: str) -> None:
     with ChatCompletionsServer() as server:
         server.add(

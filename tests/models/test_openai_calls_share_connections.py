@@ -226,8 +226,9 @@ HISTORY = [
 )
 def test_what_is_sent_is_what_the_sdks_own_request_building_sends(options: dict[str, Any]) -> None:
     """`render` makes plain JSON values, which the SDK's `maybe_transform` (what
-    `chat.completions.create` runs on its arguments) gives back unchanged: sending them as
-    they are, past it, sends the same request."""
+    `chat.completions.create` runs on its arguments) gives back unchanged: posting them as
+    they are (`respond` does, through the SDK's `client.post`) sends the request `create`
+    would."""
     model = OpenAICompatModel("m", base_url="http://127.0.0.1:9/v1", **options)
     request = ModelRequest(agent="Calc", messages=HISTORY, system="Be exact.", tools=[add.spec])
     params = model.render(request)
@@ -241,11 +242,14 @@ def test_what_is_sent_is_what_the_sdks_own_request_building_sends(options: dict[
 
 
 @pytest.mark.anyio
-async def test_the_server_gets_the_rendered_request() -> None:
-    """The body on the wire is `render(request)`, the history and the tools included."""
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_the_server_gets_the_rendered_request(stream: bool) -> None:
+    """The body on the wire is `render(request)`, the history and the tools included,
+    streamed or not."""
     with ChatCompletionsServer() as server:
         server.add(Completion("ok"))
         model = _model(server)
+        model.stream = stream
         request = ModelRequest(
             agent="Calc", messages=HISTORY[:3], system="Be exact.", tools=[add.spec]
         )

@@ -34,7 +34,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, assert_never
+from typing import Any, Literal, TypedDict, assert_never
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
@@ -69,9 +69,6 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
     raise ImportError(
         "`OpenAICompatModel` needs the `openai` package: `pip install thena_nb[openai]`"
     ) from _exc
-
-if TYPE_CHECKING:
-    from openai.types.chat import ChatCompletionChunk
 
 __all__ = [
     "CONTINUE_PROMPT",
@@ -311,13 +308,20 @@ class OpenAICompatModel:
     async def _respond_streamed(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest
     ) -> Reply:
-        stream = await client.chat.completions.create(**_sent_as_is(params))
+        stream = await client.post(
+            _PATH,
+            body=params,
+            cast_to=object,
+            options=_OPTIONS,
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
+        )
         builder = _StreamedReply()
         async with stream:
             async for chunk in stream:
                 try:
                     piece = builder.add(chunk)
-                except (AttributeError, TypeError, ValueError) as exc:
+                except (AttributeError, LookupError, TypeError, ValueError) as exc:
                     raise self._malformed(exc, request.agent, "chunk") from exc
                 if piece and request.on_text_delta is not None:
                     request.on_text_delta(piece)
@@ -328,7 +332,7 @@ class OpenAICompatModel:
             )
         try:
             return builder.reply()
-        except (AttributeError, TypeError, ValueError) as exc:
+        except (AttributeError, LookupError, TypeError, ValueError) as exc:
             raise self._malformed(exc, request.agent, "chunk") from exc
 
     def _reply(self, answer: object, agent: str) -> Reply:
@@ -337,14 +341,13 @@ class OpenAICompatModel:
         if isinstance(answer, str):  # JSON sent under another content type: read it all the same
             answer = json.loads(answer)  # (not JSON: `_map_errors` says so)
         try:
-            if not isinstance(answer, dict):
-                raise TypeError(f"a JSON {type(answer).__name__}, not an object")
-            if not answer.get("choices"):
+            completion = _object(answer)
+            if not completion.get("choices"):
                 raise ModelError(
                     f"{self._describe(agent)}: the server returned no choices",
                     model_name=self.name,
                 )
-            return _reply_from_completion(answer)
+            return _reply_from_completion(completion)
         except (AttributeError, LookupError, TypeError, ValueError) as exc:  # no completion
             raise self._malformed(exc, agent, "completion") from exc
 
@@ -417,34 +420,17 @@ class OpenAICompatModel:
 _PATH = "/chat/completions"
 _OPTIONS: Any = {"security": {"bearer_auth": True}}
 """How `respond` posts a request: to the path, with the auth, that `chat.completions.create`
-uses. `client.post(..., cast_to=object)` hands back the answer's JSON as it came; `create`
-would build the SDK's `ChatCompletion` record of it (about a fifth of a call's CPU, for an
-object `respond` reads once) and walk the arguments against their type hints."""
+uses. `client.post(..., cast_to=object)` hands back the answer's JSON as it came, and with
+`stream_cls=AsyncStream[object]` each streamed chunk's: `create` would build the SDK's record
+of the answer (about a fifth of a call's CPU), or of every chunk (about two thirds of a
+streamed call's), for objects `respond` reads once, and walk the arguments against their
+type hints."""
 
 
 def _pool() -> openai.DefaultAsyncHttpxClient:
     """A connection pool with the SDK's defaults and the process's TLS settings, made
     without loading the CA bundle again (`_pools.ssl_context`)."""
     return openai.DefaultAsyncHttpxClient(verify=ssl_context())
-
-
-_AS_IS = ("messages", "tools")
-"""The parts of a request that grow with the run: sent as they are (`_sent_as_is`)."""
-
-
-def _sent_as_is(params: dict[str, Any]) -> dict[str, Any]:
-    """`render`'s parameters as `chat.completions.create` arguments the SDK sends unchanged.
-
-    `create` otherwise walks every message and tool against the request's type hints
-    (the SDK's `maybe_transform`), which costs about 0.2 ms a message, a whole history's
-    worth on every call, and changes nothing in what `render` makes (plain JSON values; a
-    test pins it). So `messages` and `tools` go in `extra_body`, which the SDK merges into
-    the request body as it is (`messages=[]` stands in for the required argument).
-    """
-    args = {name: value for name, value in params.items() if name not in _AS_IS}
-    args["messages"] = []
-    args["extra_body"] = {name: params[name] for name in _AS_IS if name in params}
-    return args
 
 
 # --- history -> chat completions messages --------------------------------------------------
@@ -611,6 +597,13 @@ def _reply_from_completion(completion: dict[str, Any]) -> Reply:
     )
 
 
+def _object(answer: Any) -> dict[str, Any]:
+    """`answer` (a completion's or a chunk's JSON), when it is an object: `TypeError` else."""
+    if not isinstance(answer, dict):
+        raise TypeError(f"a JSON {type(answer).__name__}, not an object")
+    return answer
+
+
 def _field(part: Any, name: str) -> Any:
     """A field of part of an answer (its JSON object, or a streamed chunk's record), `None`
     when it has none."""
@@ -766,31 +759,39 @@ class _StreamedReply:
         self.usage: Any = None
         self.choices = 0
 
-    def add(self, chunk: ChatCompletionChunk) -> str:
-        """Take one chunk in; return its text piece ("" when it has none)."""
-        if chunk.usage is not None:
-            self.usage = chunk.usage
-        if not chunk.choices:
+    def add(self, chunk: Any) -> str:
+        """Take one chunk in (its JSON object, as the server sent it); return its text piece
+        ("" when it has none)."""
+        usage = _object(chunk).get("usage")
+        if usage is not None:
+            self.usage = usage
+        choices = chunk.get("choices")  # (a chunk with usage alone may have none)
+        if not choices:
             return ""
         self.choices += 1
-        choice = chunk.choices[0]
-        if choice.finish_reason is not None:
-            self.finish_reason = choice.finish_reason
-        delta = choice.delta
-        for n, tc in enumerate(delta.tool_calls or []):
-            index = tc.index if isinstance(getattr(tc, "index", None), int) else n
-            call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        choice = choices[0]
+        finish_reason = _field(choice, "finish_reason")
+        if finish_reason is not None:
+            self.finish_reason = finish_reason
+        delta = read(choice, "delta")
+        for n, tc in enumerate(_field(delta, "tool_calls") or ()):
+            index = _field(tc, "index")
+            call = self.calls.setdefault(
+                index if isinstance(index, int) else n, {"id": "", "name": "", "arguments": ""}
+            )
             # Tool call deltas are assembled by index: the id arrives once, name and
             # arguments in pieces.
-            if tc.id and not call["id"]:
-                call["id"] = tc.id
-            if tc.function is not None:
-                call["name"] += tc.function.name or ""
-                call["arguments"] += tc.function.arguments or ""
+            call_id = _field(tc, "id")
+            if call_id and not call["id"]:
+                call["id"] = call_id
+            function = _field(tc, "function")
+            if function is not None:
+                call["name"] += _field(function, "name") or ""
+                call["arguments"] += _field(function, "arguments") or ""
         thought = _reasoning_field(delta)
         if thought:
             self.reasoning.append(thought)
-        piece = delta.content or ""
+        piece = _field(delta, "content") or ""
         if not piece:
             return ""
         self.text.append(piece)
