@@ -422,9 +422,8 @@ _OPTIONS: Any = {"security": {"bearer_auth": True}}
 """How `respond` posts a request: to the path, with the auth, that `chat.completions.create`
 uses. `client.post(..., cast_to=object)` hands back the answer's JSON as it came, and with
 `stream_cls=AsyncStream[object]` each streamed chunk's: `create` would build the SDK's record
-of the answer (about a fifth of a call's CPU), or of every chunk (about two thirds of a
-streamed call's), for objects `respond` reads once, and walk the arguments against their
-type hints."""
+of the answer (about a fifth of a call's CPU), or of every chunk (most of a streamed call's),
+for objects `respond` reads once, and walk the arguments against their type hints."""
 
 
 def _pool() -> openai.DefaultAsyncHttpxClient:
@@ -605,8 +604,7 @@ def _object(answer: Any) -> dict[str, Any]:
 
 
 def _field(part: Any, name: str) -> Any:
-    """A field of part of an answer (its JSON object, or a streamed chunk's record), `None`
-    when it has none."""
+    """A field of part of an answer's JSON, `None` when it has none (or is no object)."""
     return read(part, name, None)
 
 
@@ -732,8 +730,7 @@ class _Usage(TypedDict, total=False):
 
 
 def _usage(usage: Any) -> _Usage:
-    """The token counts of an answer's `usage` (its JSON object, or a streamed chunk's
-    record)."""
+    """The token counts in an answer's `usage` (a completion's, or a stream's last chunk's)."""
     if usage is None:
         return {}
     details = _field(usage, "prompt_tokens_details")
