@@ -46,17 +46,24 @@ def test_owns_counts_a_message_without_an_agent_as_the_askers() -> None:
     assert not _wire.owns("Scout", "Exec")
 
 
-def test_calls_by_id_names_the_agent_of_every_call() -> None:
+def _noted(*messages: Message) -> _wire.CallsById:
+    calls: _wire.CallsById = {}
+    for message in messages:
+        _wire.note_calls(calls, message)
+    return calls
+
+
+def test_note_calls_names_the_agent_of_every_call() -> None:
     first, second = call("c1", "search", q="a"), call("c2", "lookup", rescued=True)
-    history = [user("hi"), said("Scout", "", first), said("Exec", "", second)]
-    assert _wire.calls_by_id(history) == {"c1": ("Scout", first), "c2": ("Exec", second)}
+    calls = _noted(user("hi"), said("Scout", "", first), said("Exec", "", second))
+    assert calls == {"c1": ("Scout", first), "c2": ("Exec", second)}
 
 
-def test_calls_by_id_keeps_the_last_call_of_a_repeated_id() -> None:
-    """Ids should be unique; when they are not, the latest call is the one a result meets."""
+def test_note_calls_keeps_the_latest_call_of_a_repeated_id() -> None:
+    """Ids should be unique; when they are not, a result answers the latest call before it."""
     early, late = call("c1", "old"), call("c1", "new")
-    history = [said("A", "", early), said("B", "", late)]
-    assert _wire.calls_by_id(history) == {"c1": ("B", late)}
+    assert _noted(said("A", "", early)) == {"c1": ("A", early)}
+    assert _noted(said("A", "", early), said("B", "", late)) == {"c1": ("B", late)}
 
 
 def test_native_calls_leave_rescued_calls_out() -> None:
@@ -69,7 +76,7 @@ def test_native_calls_leave_rescued_calls_out() -> None:
 
 def test_answered_call_finds_the_call_and_its_agent() -> None:
     made = call("c1", "search")
-    calls = _wire.calls_by_id([said("Scout", "", made)])
+    calls = _noted(said("Scout", "", made))
     assert _wire.answered_call(result("Scout", "c1", "ok"), calls) == ("Scout", made)
 
 
@@ -216,6 +223,28 @@ def test_both_adapters_show_other_agents_and_rescued_results_alike() -> None:
         "\n\n".join(expected[:3]),
         expected[3],
     ]
+
+
+def test_both_adapters_tie_a_result_to_the_call_before_it_when_ids_repeat() -> None:
+    """A server that leaves ids out gets `call_0` in every turn: each result still reads as
+    the answer to the call it followed, not to a later call of another agent's that shares
+    its id."""
+    history = [
+        user("Plan a trip."),
+        said("Scout", "", call("call_0", "get_weather", city="Faro")),
+        result("Scout", "call_0", "sunny"),
+        said("Broker", "", call("call_0", "get_fares", city="Faro")),
+        result("Broker", "call_0", "from 40 EUR"),
+    ]
+    expected = [
+        "Plan a trip.",
+        '[Scout] called `get_weather` with {"city": "Faro"}',
+        "[Scout] `get_weather` returned:\nsunny",
+        '[Broker] called `get_fares` with {"city": "Faro"}',
+        "[Broker] `get_fares` returned:\nfrom 40 EUR",
+    ]
+    assert _anthropic_user_texts(history, "Exec") == expected
+    assert _openai_user_texts(history, "Exec") == ["\n\n".join(expected)]
 
 
 def _containers(value: Any) -> list[int]:

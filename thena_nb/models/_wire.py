@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from thena_nb.core.types import Message, ToolCall
@@ -33,10 +33,10 @@ __all__ = [
     "CallsById",
     "answered_call",
     "attributed_turn",
-    "calls_by_id",
     "dumps",
     "frame",
     "native_calls",
+    "note_calls",
     "outcome",
     "owns",
     "plain_copy",
@@ -132,9 +132,16 @@ def read(part: Any, name: str, default: Any = _REQUIRED) -> Any:
     return getattr(part, name) if default is _REQUIRED else getattr(part, name, default)
 
 
-def calls_by_id(history: Sequence[Message]) -> CallsById:
-    """Each call id in `history` with the agent that made the call and the call itself."""
-    return {call.id: (message.agent, call) for message in history for call in message.tool_calls}
+def note_calls(calls: CallsById, message: Message) -> None:
+    """Add an assistant message's calls to `calls`, the calls of the history so far, as a
+    mapping loop meets them: a tool message answers the latest call with its id before it.
+
+    Ids should be unique, but servers that leave them out get `call_0`, `call_1`, … in every
+    turn (and some repeat their own): a result must not be shown as answering a later call
+    that happens to share its id, which another agent may have made to another tool.
+    """
+    for call in message.tool_calls:
+        calls[call.id] = (message.agent, call)
 
 
 def owns(author: str | None, agent: str) -> bool:
@@ -152,7 +159,7 @@ def answered_call(message: Message, calls: CallsById) -> tuple[str | None, ToolC
 
     Args:
         message: A `tool` message.
-        calls: The history's calls, from `calls_by_id`.
+        calls: The calls of the history before it (`note_calls`).
 
     Returns:
         The call's agent and the call; the message's own agent and `None` when the call is

@@ -69,10 +69,10 @@ from thena_nb.models._wire import (
     CallsById,
     answered_call,
     attributed_turn,
-    calls_by_id,
     dumps,
     frame,
     native_calls,
+    note_calls,
     outcome,
     owns,
     plain_copy,
@@ -547,13 +547,14 @@ def map_history(history: Sequence[Message], agent: str, *, reasoning: bool = Fal
         Messages that start and end with `user`, alternate roles, and answer every
         `tool_use` with a `tool_result` at the start of the next message.
     """
-    calls = calls_by_id(history)
+    calls: CallsById = {}  # the calls so far (`note_calls`)
     segments: list[tuple[Role, list[Block]]] = []
     for message in history:
         match message.role:
             case "user":
                 segment = _map_user(message)
             case "assistant":
+                note_calls(calls, message)
                 segment = _map_assistant(message, agent, reasoning=reasoning)
             case "tool":
                 segment = _map_tool(message, agent, calls)

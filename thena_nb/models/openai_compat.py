@@ -53,10 +53,10 @@ from thena_nb.models._wire import (
     CallsById,
     answered_call,
     attributed_turn,
-    calls_by_id,
     dumps,
     frame,
     native_calls,
+    note_calls,
     owns,
     plain_copy,
     read,
@@ -450,7 +450,7 @@ def map_history(
         Messages that start with `user`, end with `user`, and answer every `tool_calls` id
         with a `tool` message right after it.
     """
-    calls = calls_by_id(messages)
+    calls: CallsById = {}  # the calls so far (`note_calls`)
     out: list[dict[str, Any]] = []
     wire_ids: set[str] = set()
     for i, message in enumerate(messages):
@@ -458,6 +458,7 @@ def map_history(
             case "user":
                 _add_user(out, message.content)
             case "assistant":
+                note_calls(calls, message)
                 wire_ids = _map_assistant(out, messages, i, agent, native_tools=native_tools)
             case "tool":
                 _map_tool(out, message, agent, calls, wire_ids)
