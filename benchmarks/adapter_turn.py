@@ -59,7 +59,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file, as `python -m benchmarks` runs W9
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.import_cost import child_env, instructions_of
+from benchmarks.import_cost import against_first, child_env, child_row, instructions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = ("openai", "anthropic")
@@ -189,20 +189,8 @@ def measure(
     adapter: str, n: int, runs: int, store: str, code_dir: Path, mode: str = "script"
 ) -> dict[str, Any]:
     """One child process's figures for `adapter` at `n` turns with `code_dir`'s thena_nb."""
-    env = child_env(code_dir)
-    env[CODE_ENV] = str(code_dir)
-    args = [sys.executable, "-m", "benchmarks.adapter_turn", "--child", adapter, str(n)]
-    done = subprocess.run(
-        [*args, str(runs), store, mode],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    row["code"] = str(code_dir)
-    return row
+    args = [adapter, str(n), str(runs), store, mode]
+    return child_row("benchmarks.adapter_turn", args, code_dir, ROOT)
 
 
 def count(
@@ -245,13 +233,9 @@ def count(
 def render_counts(rows: list[dict[str, Any]]) -> str:
     """`count`'s rows as a text table; beside each checkout after the first, the change."""
     lines = [f"{'adapter':<10} {'N':>5} {'instructions/turn':>18}  code"]
-    first: dict[tuple[str, int], float] = {}
+    first: dict[Any, float] = {}
     for r in rows:
-        key, change = (r["adapter"], r["n"]), ""
-        if key in first:
-            change = f"  ({(r['per_turn'] / first[key] - 1) * 100:+.1f} %)"
-        else:
-            first[key] = r["per_turn"]
+        change = against_first(first, (r["adapter"], r["n"]), r["per_turn"], 1)
         lines.append(f"{r['adapter']:<10} {r['n']:>5} {r['per_turn']:>18,.0f}  {r['code']}{change}")
     return "\n".join(lines)
 
@@ -260,13 +244,9 @@ def render(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table; beside each checkout after the first, the change."""
     head = f"{'adapter':<10} {'N':>5} {'CPU µs/turn':>12} {'runs/s':>8} {'connections/run':>16}"
     lines = [f"{head}  code"]
-    first: dict[tuple[str, int], float] = {}
+    first: dict[Any, float] = {}
     for r in rows:
-        key, change = (r["adapter"], r["n"]), ""
-        if key in first:
-            change = f"  ({(r['median_us'] / first[key] - 1) * 100:+.0f} %)"
-        else:
-            first[key] = r["median_us"]
+        change = against_first(first, (r["adapter"], r["n"]), r["median_us"])
         lines.append(
             f"{r['adapter']:<10} {r['n']:>5} {r['median_us']:>12,.0f} {_rate(r):>8,.1f} "
             f"{r['connections_per_run']:>16.1f}  {r['code']}{change}"
@@ -322,32 +302,21 @@ def main(argv: list[str] | None = None) -> int:
     if opts.runs < 1 or min(opts.n) < 1:
         parser.error("--runs and every --n must be at least 1")
     code_dirs = [Path(c).resolve() for c in opts.code] if opts.code else [ROOT]
+    cases = [(a, n, d) for a in opts.adapter or ADAPTERS for n in opts.n for d in code_dirs]
     if opts.instructions is not None:
-        a, b = opts.instructions
-        if not 0 <= a < b or opts.notebook or opts.experiment:
+        low, high = opts.instructions
+        if not 0 <= low < high or opts.notebook or opts.experiment:
             parser.error("--instructions needs 0 <= A < B, and counts script runs only")
-        counted = [
-            count(adapter, n, (a, b), opts.store, code_dir)
-            for adapter in opts.adapter or ADAPTERS
-            for n in opts.n
-            for code_dir in code_dirs
-        ]
-        print(render_counts(counted))
-        if opts.json:
-            with open(opts.json, "w") as fh:
-                json.dump({"workload": "W9 instructions", "rows": counted}, fh, indent=2)
-        return 0
-    mode = "experiment" if opts.experiment else "notebook" if opts.notebook else "script"
-    rows = [
-        measure(adapter, n, opts.runs, opts.store, code_dir, mode)
-        for adapter in opts.adapter or ADAPTERS
-        for n in opts.n
-        for code_dir in code_dirs
-    ]
-    print(render(rows))
+        rows = [count(a, n, (low, high), opts.store, d) for a, n, d in cases]
+        table, workload = render_counts(rows), "W9 instructions"
+    else:
+        mode = "experiment" if opts.experiment else "notebook" if opts.notebook else "script"
+        rows = [measure(a, n, opts.runs, opts.store, d, mode) for a, n, d in cases]
+        table, workload = render(rows), "W1 through the real adapters"
+    print(table)
     if opts.json:
         with open(opts.json, "w") as fh:
-            json.dump({"workload": "W1 through the real adapters", "rows": rows}, fh, indent=2)
+            json.dump({"workload": workload, "rows": rows}, fh, indent=2)
     return 0
 
 

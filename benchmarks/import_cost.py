@@ -73,6 +73,34 @@ def child_env(code_dir: Path) -> dict[str, str]:
     return env
 
 
+def against_first(first: dict[Any, float], key: Any, value: float, digits: int = 0) -> str:
+    """`"  (-12 %)"`: `value` against the first one a table showed for `key` (remembered in
+    `first`), or `""` for that first one."""
+    if key not in first:
+        first[key] = value
+        return ""
+    return f"  ({(value / first[key] - 1) * 100:+.{digits}f} %)"
+
+
+def child_row(module: str, args: list[str], code_dir: Path, cwd: Path) -> dict[str, Any]:
+    """Run `python -m module --child *args` with `code_dir`'s thena_nb (`THENA_NB_BENCH_CODE`
+    too, for a child that puts it first on its path) and return the JSON object it prints
+    last, with `"code"` added."""
+    env = child_env(code_dir)
+    env["THENA_NB_BENCH_CODE"] = str(code_dir)
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--child", *args],
+        env=env,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    row["code"] = str(code_dir)
+    return row
+
+
 def _launch(code: str, env: dict[str, str], cwd: str) -> tuple[float, float]:
     """Wall and CPU milliseconds of one fresh interpreter running `code`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

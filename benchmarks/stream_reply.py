@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.import_cost import child_env
+from benchmarks.import_cost import child_row
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_ENV = "THENA_NB_BENCH_CODE"
@@ -98,19 +98,7 @@ def _child(words: int, calls: int) -> dict[str, Any]:
 
 def measure(words: int, calls: int, code_dir: Path) -> dict[str, Any]:
     """One child process's figures with `code_dir`'s thena_nb."""
-    env = child_env(code_dir)
-    env[CODE_ENV] = str(code_dir)
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.stream_reply", "--child", str(words), str(calls)],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    row["code"] = str(code_dir)
-    return row
+    return child_row("benchmarks.stream_reply", [str(words), str(calls)], code_dir, ROOT)
 
 
 def render(rows: list[dict[str, Any]]) -> str:

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.import_cost import child_env, instructions_of
+from benchmarks.import_cost import against_first, child_env, instructions_of
 from benchmarks.w1_child import CODE_ENV, CONFIGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,14 +125,9 @@ def per_turn(config: str, n: int, code_dir: Path, runs: tuple[int, int]) -> dict
 def render(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table; beside each checkout after the first, the change."""
     lines = [f"{'configuration':<14} {'N':>6} {'instructions/turn':>18}  code"]
-    first: dict[tuple[str, int], float] = {}
+    first: dict[Any, float] = {}
     for r in rows:
-        key = (r["config"], r["n"])
-        change = ""
-        if key in first:
-            change = f"  ({(r['per_turn'] / first[key] - 1) * 100:+.1f} %)"
-        else:
-            first[key] = r["per_turn"]
+        change = against_first(first, (r["config"], r["n"]), r["per_turn"], 1)
         lines.append(f"{r['config']:<14} {r['n']:>6} {r['per_turn']:>18,.0f}  {r['code']}{change}")
     return "\n".join(lines)
 
