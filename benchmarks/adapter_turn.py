@@ -30,9 +30,10 @@ With `--instructions A B` each figure is counted instead of timed, as
 (valgrind) twice, making A and then B runs after the same warm-up with the collector off
 (mode `counted`), and the figure is
 (instructions of B - instructions of A) / ((B - A) * N), start-up and warm-up cancelled out.
-The server is a process of its own, not counted. A count moves by a few tenths of a percent
-from launch to launch (how the client's loop meets the server's answers), far less than a
-turn's CPU time on a shared machine.
+The server is a process of its own, not counted. A launch's count moves with how the
+client's loop meets the server's answers, by about a million instructions: two counts of one
+checkout at N = 1 (runs 1 and 3) differed by 9.5 %, so count at N = 20 or more (a fraction
+of a percent there), or with more runs.
 
 A turn here costs far more than the `FunctionModel` turn W1 times: the SDK builds an HTTP
 request and parses a JSON answer, and the adapter renders the whole history for every call
