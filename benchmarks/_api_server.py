@@ -2,16 +2,15 @@
 
     python -m benchmarks._api_server N [WORDS]   # prints its port, then serves until killed
 
-It speaks both APIs the adapters call: `POST /v1/chat/completions` (OpenAI's, for
-`OpenAICompatModel`, as JSON or, when the request sets `stream`, as SSE chunks of four
-characters of text each, the way servers stream tokens) and `POST /v1/messages`
-(Anthropic's, for `AnthropicModel`, JSON only), with keep-alive connections (HTTP/1.1) as
-real servers keep them. Like the W1 functions it decides from the request alone: while fewer
-than N - 1 assistant messages are in the history it calls `add(a=i, b=1)`, then it answers
-"done" (or, given WORDS, "done" and WORDS more words: a long answer to stream). It runs in a
-process of its own, so that its work never counts in the client's CPU time. `GET /connections`
-says how many connections it has accepted so far, so that the client can check how often it
-opened one.
+It speaks both APIs the adapters call, `POST /v1/chat/completions` (OpenAI's, for
+`OpenAICompatModel`) and `POST /v1/messages` (Anthropic's, for `AnthropicModel`), as JSON or,
+when the request sets `stream`, as SSE chunks or events of four characters of text each, the
+way servers stream tokens, with keep-alive connections (HTTP/1.1) as real servers keep them.
+Like the W1 functions it decides from the request alone: while fewer than N - 1 assistant
+messages are in the history it calls `add(a=i, b=1)`, then it answers "done" (or, given
+WORDS, "done" and WORDS more words: a long answer to stream). It runs in a process of its
+own, so that its work never counts in the client's CPU time. `GET /connections` says how many
+connections it has accepted so far, so that the client can check how often it opened one.
 """
 
 from __future__ import annotations
@@ -77,14 +76,39 @@ def _chunks(completion: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _message(model: str, i: int, n: int) -> dict[str, Any]:
+def _events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """`message` as the events the Messages API streams it in: its start, each block's start,
+    deltas (text four characters at a time, a tool's input in one JSON piece) and stop, then
+    the stop reason with the output tokens, and the stop."""
+    start = {**message, "content": [], "stop_reason": None}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            opening = {"type": "text", "text": ""}
+            text = block["text"]
+            deltas = [
+                {"type": "text_delta", "text": text[k : k + 4]} for k in range(0, len(text), 4)
+            ]
+        else:
+            opening = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        events.append(("content_block_start", {"index": index, "content_block": opening}))
+        events += [("content_block_delta", {"index": index, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"index": index}))
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    events += [("message_delta", {"delta": stop, "usage": usage}), ("message_stop", {})]
+    return [(name, {"type": name, **data}) for name, data in events]
+
+
+def _message(model: str, i: int, n: int, words: int = 0) -> dict[str, Any]:
     if i < n - 1:
         content: list[dict[str, Any]] = [
             {"type": "tool_use", "id": f"toolu_{i}", "name": "add", "input": {"a": i, "b": 1}}
         ]
         stop = "tool_use"
     else:
-        content, stop = [{"type": "text", "text": "done"}], "end_turn"
+        content, stop = [{"type": "text", "text": _final_text(words)}], "end_turn"
     return {
         "id": f"msg_{i}",
         "type": "message",
@@ -129,13 +153,13 @@ def handler(n: int, words: int = 0) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _stream(self, chunks: list[dict[str, Any]]) -> None:
+        def _stream(self, events: list[str]) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for data in [*(json.dumps(c) for c in chunks), "[DONE]"]:
-                event = f"data: {data}\n\n".encode()
+            for text in events:
+                event = f"{text}\n\n".encode()
                 self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
 
@@ -146,10 +170,14 @@ def handler(n: int, words: int = 0) -> type[BaseHTTPRequestHandler]:
                 answer = _chat_completion(body["model"], i, n, words)
                 if body.get("stream"):
                     usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                    self._stream(_chunks(answer, usage))
+                    chunks = [f"data: {json.dumps(c)}" for c in _chunks(answer, usage)]
+                    self._stream([*chunks, "data: [DONE]"])
                     return
             elif self.path.endswith("/messages"):
-                answer = _message(body["model"], i, n)
+                answer = _message(body["model"], i, n, words)
+                if body.get("stream"):
+                    self._stream([f"event: {e}\ndata: {json.dumps(d)}" for e, d in _events(answer)])
+                    return
             else:
                 self.send_error(404)
                 return

@@ -212,9 +212,7 @@ class AnthropicModel:
         params = self.render(request)
         try:
             if params.get("stream"):
-                # `messages.stream` is `messages.create(stream=True)` with the events assembled.
-                rest = {name: value for name, value in params.items() if name != "stream"}
-                message = await _stream_message(client, rest, request.on_text_delta)
+                message = await _stream_message(client, params, request.on_text_delta)
             else:  # the body as it came: the SDK's `Message` record of it is not built
                 answer = await client.messages.with_raw_response.create(**params)
                 message = json.loads(answer.http_response.content)
@@ -403,15 +401,22 @@ async def _stream_message(
     client: anthropic.AsyncAnthropic,
     params: dict[str, Any],
     on_text_delta: Callable[[str], None] | None,
-) -> anthropic.types.Message:
-    stopped = False
-    async with client.messages.stream(**params) as stream:
+) -> dict[str, Any]:
+    """Stream the answer (`params` ask for it), telling `on_text_delta` each piece of text as
+    it arrives; the message, as its JSON answer would be.
+
+    The events are read as their JSON (`AsyncStream[object]`) and assembled here
+    (`_StreamedMessage`): the SDK's `messages.stream` builds a record of every event and a
+    record of the message so far after each, several times the cost of the rest of a call.
+    """
+    answer = await client.messages.with_raw_response.create(**params)
+    stream = await answer.parse(to=anthropic.AsyncStream[object])
+    built = _StreamedMessage()
+    async with stream:
         events = aiter(stream)
         while True:
             try:  # only the stream's own failures are a malformed answer, not the listener's
-                event = await anext(events)
-                piece = _text_delta(event)
-                stopped = stopped or event.type == "message_stop"
+                piece = built.add(await anext(events))
             except StopAsyncIteration:
                 break
             except json.JSONDecodeError:
@@ -420,18 +425,66 @@ async def _stream_message(
                 raise _Malformed.of(exc) from exc
             if piece is not None and on_text_delta is not None:
                 on_text_delta(piece)
-        if not stopped:
-            raise _IncompleteStream("the stream ended before `message_stop`")
-        try:
-            return await stream.get_final_message()
-        except _SHAPE_ERRORS as exc:
-            raise _Malformed.of(exc) from exc
+    if not built.stopped or built.message is None:
+        raise _IncompleteStream("the stream ended before `message_stop`")
+    return built.message
 
 
-def _text_delta(event: Any) -> str | None:
-    if event.type == "content_block_delta" and event.delta.type == "text_delta":
-        return str(event.delta.text)
-    return None
+class _StreamedMessage:
+    """A streamed message's events, assembled into the message its JSON answer would be,
+    the way the SDK's `MessageStream` assembles its snapshot: text, thinking and signature
+    deltas join their blocks, a tool's input is its JSON pieces once the block stops, and
+    `message_delta` brings the stop reason and usage counts (totals, not increments)."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] | None = None
+        self.inputs: dict[int, list[str]] = {}
+        self.stopped = False
+
+    def add(self, event: Any) -> str | None:
+        """Take one event (its JSON) in; return its piece of text, when it has one."""
+        kind = read(event, "type")
+        if kind == "message_start":
+            started = read(event, "message")
+            usage = dict(read(started, "usage"))
+            self.message = {**started, "content": list(read(started, "content")), "usage": usage}
+            return None
+        message = self.message
+        if message is None:
+            raise ValueError(f"a {kind!r} event came before `message_start`")
+        if kind == "content_block_start":
+            message["content"].append(dict(read(event, "content_block")))
+        elif kind == "content_block_delta":
+            return self._delta(message["content"][read(event, "index")], event)
+        elif kind == "content_block_stop":
+            index = read(event, "index")
+            pieces = self.inputs.pop(index, None)
+            if pieces and "".join(pieces):
+                message["content"][index]["input"] = json.loads("".join(pieces))
+        elif kind == "message_delta":
+            message["stop_reason"] = read(read(event, "delta"), "stop_reason", None)
+            for name, value in read(event, "usage").items():
+                if value is not None:
+                    message["usage"][name] = value
+        elif kind == "message_stop":
+            self.stopped = True
+        return None
+
+    def _delta(self, block: dict[str, Any], event: Any) -> str | None:
+        delta = read(event, "delta")
+        kind, block_kind = read(delta, "type"), block.get("type")
+        if kind == "text_delta":
+            piece: str = read(delta, "text")
+            if block_kind == "text":
+                block["text"] += piece
+            return piece
+        if kind == "input_json_delta":
+            self.inputs.setdefault(read(event, "index"), []).append(read(delta, "partial_json"))
+        elif kind == "thinking_delta" and block_kind == "thinking":
+            block["thinking"] += read(delta, "thinking")
+        elif kind == "signature_delta" and block_kind == "thinking":
+            block["signature"] = read(delta, "signature")
+        return None
 
 
 def _checked_reply(message: object) -> Reply:
