@@ -19,6 +19,10 @@ from thena_nb.store import SqliteRunStore
 
 pytestmark = pytest.mark.anyio
 
+_START = (
+    'event: message_start\ndata: {"type": "message_start", "message": {"id": "m", "content": [], '
+    '"usage": {"input_tokens": 1, "output_tokens": 1}}}\n\n'
+)
 NOT_JSON = ["not json at all", '{"id": "msg_1", "type": "mess', "", "<html>502</html>"]
 NOT_A_MESSAGE = [
     "[1, 2]",
@@ -79,8 +83,13 @@ async def test_anthropic_malformed_body_is_a_model_error(body: str) -> None:
     [
         "event: message_start\ndata: {oops\n\n",
         'event: message_start\ndata: {"type": "message_start"}\n\n',
+        'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}\n\n',
+        _START + 'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 3, '
+        '"delta": {"type": "text_delta", "text": "x"}}\n\n',
+        _START
+        + 'event: message_delta\ndata: {"type": "message_delta", "delta": {}, "usage": 7}\n\n',
     ],
-    ids=["not-json", "no-message"],
+    ids=["not-json", "no-message", "before-the-start", "no-such-block", "usage-no-object"],
 )
 async def test_anthropic_malformed_stream_event_is_a_model_error(events: str) -> None:
     with MessagesAPIServer() as server:

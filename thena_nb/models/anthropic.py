@@ -385,8 +385,8 @@ class _Malformed(Exception):
         return cls(f"{type(exc).__name__}: {exc}")
 
 
-_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, ValueError)
-"""What reading a message the SDK built without validating it raises when it is malformed."""
+_SHAPE_ERRORS = (AttributeError, TypeError, LookupError, ValueError)
+"""What reading an answer's JSON (or assembling its events) raises when it is malformed."""
 
 
 def _body_error(body: object) -> dict[str, Any]:
