@@ -232,7 +232,11 @@ class HistoryView(Sequence[_T], Generic[_T]):
     def __getitem__(self, index: slice) -> list[_T]: ...
     def __getitem__(self, index: int | slice) -> _T | list[_T]:
         if isinstance(index, slice):
-            return [self._items[i] for i in range(*index.indices(self._length))]
+            start, stop, step = index.indices(self._length)
+            if step == 1:  # (a slice of the list itself: a copy at C speed)
+                part = self._items[start:stop]
+                return part if type(part) is list else list(part)
+            return [self._items[i] for i in range(start, stop, step)]
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+import operator
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Literal, TypeVar
 
 from thena_nb.core.types import Message, ToolCall
 
@@ -31,6 +33,7 @@ __all__ = [
     "CONTINUE_PROMPT",
     "START_PROMPT",
     "CallsById",
+    "Resumes",
     "answered_call",
     "attributed_turn",
     "dumps",
@@ -53,6 +56,7 @@ CallsById = dict[str, tuple[str | None, ToolCall]]
 """Each call id with the agent that made the call and the call itself."""
 
 _M = TypeVar("_M")
+_S = TypeVar("_S")
 
 
 def dumps(
@@ -226,3 +230,66 @@ def frame(messages: list[_M], *, role: Callable[[_M], str], user: Callable[[str]
     if role(messages[-1]) == "assistant":
         messages.append(user(CONTINUE_PROMPT))
     return messages
+
+
+class Resumes(Generic[_S]):
+    """Where the mapping of recent requests' histories stood, so that the next request of a
+    run maps only the messages that are new since.
+
+    A run's requests grow by a turn or two each: mapping the whole history for every call
+    made a call's render O(N) in the turns so far (most of a call's own work at N = 200).
+    An adapter's mapping loop keeps its state as it stood before the request's last
+    assistant message (`keep`); a later request that starts with the very same message
+    objects up to that one (`find`: compared by identity, so an edited or forked history
+    never matches where it differs) picks the loop up there. The look-ahead of any earlier
+    assistant message (which of its calls are answered) ends at that message, so the state
+    is what mapping the whole history would have reached.
+
+    States are kept per asking agent, per option set and per history (its first message),
+    the `size` most recent; a kept state is never changed (the adapter copies what it goes
+    on changing). A kept state holds its messages, so a few finished runs' messages stay in
+    memory until newer requests push them out.
+
+    Example:
+        >>> from thena_nb.core.types import Message
+        >>> history = [Message(role="user", content="Hi"), Message(role="assistant", content="Yo")]
+        >>> resumes: Resumes[str] = Resumes()
+        >>> resumes.keep(history, 1, "state before message 1", "A")
+        >>> resumes.find([*history, Message(role="user", content="More")], "A")
+        (1, 'state before message 1')
+        >>> resumes.find([Message(role="user", content="Hi")], "A") is None  # other messages
+        True
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._kept: dict[tuple[Any, ...], tuple[list[Message], _S]] = {}
+        self._lock = threading.Lock()  # (a model may serve event loops on several threads)
+
+    def find(self, messages: Sequence[Message], *options: Any) -> tuple[int, _S] | None:
+        """The state kept for a request that `messages` continue, and the index of the
+        message to map next; `None` when none is kept."""
+        if not messages:
+            return None
+        kept = self._kept.get((*options, id(messages[0])))
+        if kept is None:
+            return None
+        prefix, state = kept
+        if len(prefix) > len(messages) or not all(map(operator.is_, prefix, messages)):
+            return None
+        return len(prefix) - 1, state
+
+    def keep(self, messages: Sequence[Message], at: int, state: _S, *options: Any) -> None:
+        """Keep `state`, the mapping loop's as it stood before message `at` of `messages`."""
+        key = (*options, id(messages[0]))
+        prefix = list(messages[: at + 1])
+        with self._lock:
+            self._kept.pop(key, None)  # (the newest last)
+            self._kept[key] = (prefix, state)
+            if len(self._kept) > self.size:
+                del self._kept[next(iter(self._kept))]
+
+    def clear(self) -> None:
+        """Forget every kept state."""
+        with self._lock:
+            self._kept.clear()

@@ -67,6 +67,7 @@ from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
     CallsById,
+    Resumes,
     answered_call,
     attributed_turn,
     dumps,
@@ -159,6 +160,7 @@ class AnthropicModel:
         # An SDK client's connections belong to the event loop that opened them, and
         # `wf.run()` may start a fresh loop per run, so the client is made per loop.
         self._clients: LoopClients[anthropic.AsyncAnthropic] = LoopClients()
+        self._resumes: Resumes[_Kept] = Resumes()
 
     def __repr__(self) -> str:
         args = [repr(self.name)]
@@ -189,7 +191,18 @@ class AnthropicModel:
             >>> AnthropicModel("claude-sonnet-4-5", cache=False).render(request)["messages"]
             [{'role': 'user', 'content': [{'type': 'text', 'text': 'Hi'}]}]
         """
-        params = request_params(request, model=self.name, cache=self.cache, thinking=self.thinking)
+        return self._params(request, resumed=False)
+
+    def _params(self, request: ModelRequest, *, resumed: bool) -> dict[str, Any]:
+        """`render`; `resumed`: map only the messages new since an earlier request of the
+        run (what `respond` sends: the same body, its blocks shared with the kept state)."""
+        params = request_params(
+            request,
+            model=self.name,
+            cache=self.cache,
+            thinking=self.thinking,
+            resumes=self._resumes if resumed else None,
+        )
         if self.stream:
             params["stream"] = True
         return params
@@ -209,7 +222,7 @@ class AnthropicModel:
             ModelError: Any other failure, e.g. a rejected request or a bad API key.
         """
         client = self._client_for_running_loop(request.agent)
-        params = self.render(request)
+        params = self._params(request, resumed=True)
         try:
             if params.get("stream"):
                 message = await _stream_message(client, params, request.on_text_delta)
@@ -267,11 +280,13 @@ class AnthropicModel:
         call."""
         state = dict(self.__dict__)
         del state["_clients"]
+        del state["_resumes"]  # (a cache of this process's requests)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._clients = LoopClients()
+        self._resumes = Resumes()
 
     def _map_error(self, exc: BaseException, agent: str) -> ModelError:
         """The one place SDK and transport errors become `ModelError`s."""
@@ -542,6 +557,7 @@ def request_params(
     model: str,
     cache: bool = True,
     thinking: Mapping[str, Any] | None = None,
+    resumes: Resumes[_Kept] | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of `messages.create` for one request.
 
@@ -552,13 +568,19 @@ def request_params(
             last block of the history (three of the API's four).
         thinking: The API's `thinking` setting; when on, the asking agent's own turns
             carry their reasoning blocks back.
+        resumes: Map only the messages new since an earlier request that this one
+            continues, and keep where this one stands (`AnthropicModel.respond` does): the
+            same messages, which share their blocks with the kept state.
 
     Returns:
         `model`, `max_tokens`, `messages`, and `system`, `tools` and `thinking` when there
         are any.
     """
     reasoning = _sends_reasoning(thinking)
-    messages = map_history(request.messages, request.agent, reasoning=reasoning)
+    if resumes is None:
+        messages = map_history(request.messages, request.agent, reasoning=reasoning)
+    else:
+        messages = _map_resumed(request.messages, request.agent, reasoning, resumes)
     tools: list[Block] = [
         _tool_param(spec.name, spec.description, spec.parameters) for spec in request.tools
     ]
@@ -574,8 +596,9 @@ def request_params(
         if cache:
             tools[-1]["cache_control"] = dict(_EPHEMERAL)
         params["tools"] = tools
-    if cache:
-        messages[-1]["content"][-1]["cache_control"] = dict(_EPHEMERAL)
+    if cache:  # (on a copy of the block: the blocks before it may be shared, `resumes`)
+        last = messages[-1]["content"]
+        last[-1] = {**last[-1], "cache_control": dict(_EPHEMERAL)}
     params["messages"] = messages
     return params
 
@@ -600,23 +623,100 @@ def map_history(history: Sequence[Message], agent: str, *, reasoning: bool = Fal
         Messages that start and end with `user`, alternate roles, and answer every
         `tool_use` with a `tool_result` at the start of the next message.
     """
-    calls: CallsById = {}  # the calls so far (`note_calls`)
-    segments: list[tuple[Role, list[Block]]] = []
-    for message in history:
+    merged: list[_Merged] = []
+    _merge_from(list(history), 0, merged, {}, agent, reasoning, keep=False)
+    return _framed(_paired_from(merged, 0))
+
+
+_Merged = tuple[Role, list[Block]]
+"""A message of the request as its segments were joined, before its tool blocks are paired."""
+_Kept = tuple[CallsById, list[_Merged], list[Block]]
+"""The mapping's state (`Resumes`): the calls met so far, the joined messages so far, and
+the finished messages of the request for all but the last two of them."""
+
+
+def _map_resumed(
+    history: Sequence[Message], agent: str, reasoning: bool, resumes: Resumes[_Kept]
+) -> list[Block]:
+    """`map_history`, picking up where a request whose history this one continues stood
+    (`Resumes`), and keeping where this one stands for the next. Its messages and blocks
+    are shared with the kept state: they go on the wire and are never changed."""
+    seq = history[:]  # (a list, at C speed, from a list or a `HistoryView`)
+    if type(seq) is not list:
+        seq = list(seq)
+    calls: CallsById = {}
+    merged: list[_Merged] = []
+    done: list[Block] = []
+    start = 0
+    found = resumes.find(seq, agent, reasoning)
+    if found is not None:
+        start, (kept_calls, kept_merged, done) = found
+        calls, merged = dict(kept_calls), _open_last(kept_merged)
+    kept = _merge_from(seq, start, merged, calls, agent, reasoning, keep=True)
+    out = done + _paired_from(merged, len(done))
+    if kept is not None:
+        at, calls_then, merged_then = kept
+        finished = out[: max(len(merged_then) - 2, 0)]
+        resumes.keep(seq, at, (calls_then, merged_then, finished), agent, reasoning)
+    return _framed(out)
+
+
+def _merge_from(
+    history: list[Message],
+    start: int,
+    merged: list[_Merged],
+    calls: CallsById,
+    agent: str,
+    reasoning: bool,
+    *,
+    keep: bool,
+) -> tuple[int, CallsById, list[_Merged]] | None:
+    """Map `history[start:]` and join it onto `merged`, with `calls` the calls before
+    `start`; with `keep`, also the state as it stood before the last assistant message
+    (`Resumes`)."""
+    last = -1
+    if keep:
+        for last in range(len(history) - 1, start - 1, -1):
+            if history[last].role == "assistant":
+                break
+        else:
+            last = -1
+    kept = None
+    for i in range(start, len(history)):
+        message = history[i]
         match message.role:
             case "user":
                 segment = _map_user(message)
             case "assistant":
+                if i == last:
+                    kept = (i, dict(calls), _open_last(merged))
                 note_calls(calls, message)
                 segment = _map_assistant(message, agent, reasoning=reasoning)
             case "tool":
                 segment = _map_tool(message, agent, calls)
         if segment[1]:
-            segments.append(segment)
-    merged = _merge(segments)
-    _pair_tool_blocks(merged)
-    frame(merged, role=lambda m: m[0], user=lambda text: ("user", [_text(text)]))
-    return [{"role": role, "content": blocks} for role, blocks in merged]
+            _join_onto(merged, segment)
+    return kept
+
+
+def _open_last(merged: list[_Merged]) -> list[_Merged]:
+    """A copy of joined messages that joining may go on from without changing `merged`:
+    only the last one is ever changed (the next segment of its role joins it)."""
+    copied = merged.copy()
+    if copied:
+        role, blocks = copied[-1]
+        copied[-1] = (role, blocks.copy())
+    return copied
+
+
+def _framed(messages: list[Block]) -> list[Block]:
+    return frame(
+        messages, role=lambda m: m["role"], user=lambda text: _message("user", [_text(text)])
+    )
+
+
+def _message(role: Role, blocks: list[Block]) -> Block:
+    return {"role": role, "content": blocks}
 
 
 def _json(value: object) -> str:
@@ -670,42 +770,46 @@ def _tool_result(call_id: str, content: str, *, is_error: bool) -> Block:
     return block
 
 
-def _merge(segments: list[tuple[Role, list[Block]]]) -> list[tuple[Role, list[Block]]]:
-    """Join same-role neighbours so that roles alternate.
+def _join_onto(merged: list[_Merged], segment: _Merged) -> None:
+    """Join a segment onto the messages before it, so that roles alternate: onto the last
+    one when it has the same role.
 
     A turn that starts with reasoning blocks must start its own message, so the continuation
     prompt it answered goes back between it and the assistant message before it.
     """
-    merged: list[tuple[Role, list[Block]]] = []
-    for role, blocks in segments:
-        if merged and merged[-1][0] == role == "assistant" and blocks[0]["type"] in _REASONING:
-            merged.append(("user", [_text(CONTINUE_PROMPT)]))
-            merged.append((role, list(blocks)))
-        elif merged and merged[-1][0] == role:
-            merged[-1][1].extend(blocks)
-        else:
-            merged.append((role, list(blocks)))
-    return merged
+    role, blocks = segment
+    if merged and merged[-1][0] == role == "assistant" and blocks[0]["type"] in _REASONING:
+        merged.append(("user", [_text(CONTINUE_PROMPT)]))
+        merged.append((role, list(blocks)))
+    elif merged and merged[-1][0] == role:
+        merged[-1][1].extend(blocks)
+    else:
+        merged.append((role, list(blocks)))
 
 
-def _pair_tool_blocks(messages: list[tuple[Role, list[Block]]]) -> None:
-    """Keep only `tool_use` / `tool_result` blocks that answer each other; the rest become text.
+def _paired_from(merged: list[_Merged], start: int) -> list[Block]:
+    """The messages `merged[start:]` as the request sends them, each with only the
+    `tool_use` / `tool_result` blocks that answer each other (the rest become text).
 
     The API requires every `tool_use` to be answered by a `tool_result` in the next message,
     every `tool_result` to answer a `tool_use` of the previous message, and the results to
-    come before any other content of their message.
+    come before any other content of their message. So a message's blocks depend on its
+    neighbours only: those before `start` are not read again, and `merged` is not changed.
     """
-    for index, (role, blocks) in enumerate(messages):
-        if role == "user":
-            previous = messages[index - 1][1] if index > 0 else []
+    blocks_of = [blocks.copy() for _, blocks in merged[start:]]
+    for k, blocks in enumerate(blocks_of):
+        index = start + k
+        if merged[index][0] == "user":
+            previous = merged[index - 1][1] if index > 0 else []
             asked = _ids(previous, "tool_use", "id")
             _unpaired_to_text(blocks, "tool_result", "tool_use_id", asked, _orphan_result)
             blocks.sort(key=lambda block: block["type"] != "tool_result")  # stable: results first
-    for index, (role, blocks) in enumerate(messages):
-        if role == "assistant":
-            following = messages[index + 1][1] if index + 1 < len(messages) else []
+    for k, blocks in enumerate(blocks_of):
+        if merged[start + k][0] == "assistant":
+            following = blocks_of[k + 1] if k + 1 < len(blocks_of) else []
             answered = _ids(following, "tool_result", "tool_use_id")
             _unpaired_to_text(blocks, "tool_use", "id", answered, _unanswered_use)
+    return [_message(merged[start + k][0], blocks) for k, blocks in enumerate(blocks_of)]
 
 
 def _ids(blocks: list[Block], kind: str, key: str) -> set[str]:

@@ -51,6 +51,7 @@ from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
     CallsById,
+    Resumes,
     answered_call,
     attributed_turn,
     dumps,
@@ -205,6 +206,7 @@ class OpenAICompatModel:
         self.tools_mode: ToolsMode = tools_mode
         self._client = client
         self._clients: LoopClients[openai.AsyncOpenAI] = LoopClients()
+        self._resumes: Resumes[_Mapped] = Resumes()
 
     def __repr__(self) -> str:
         parts = [repr(self.model), f"base_url={redact_url(self.base_url or '')!r}"]
@@ -221,7 +223,7 @@ class OpenAICompatModel:
             TransientModelError: On 429, 5xx, a timeout or a dropped connection.
             ModelError: On any other API error.
         """
-        params = self.render(request)
+        params = self._params(request, resumed=True)
         with self._map_errors(request.agent):
             client = self._client_for_running_loop()
             if self.stream:
@@ -247,6 +249,11 @@ class OpenAICompatModel:
             >>> model.render(request)["messages"]
             [{'role': 'user', 'content': 'Hi'}]
         """
+        return self._params(request, resumed=False)
+
+    def _params(self, request: ModelRequest, *, resumed: bool) -> dict[str, Any]:
+        """`render`; `resumed`: map only the messages new since an earlier request of the
+        run (what `respond` sends: the same body, its messages shared with the kept state)."""
         native = self.tools_mode == "auto"
         system = request.system
         if self.tools_mode == "prompt" and request.tools:
@@ -258,7 +265,11 @@ class OpenAICompatModel:
         messages: list[dict[str, Any]] = []
         if system:
             messages.append({"role": "system", "content": system})
-        messages.extend(map_history(request.messages, agent=request.agent, native_tools=native))
+        if resumed:
+            mapped = _map_resumed(request.messages, request.agent, native, self._resumes)
+        else:
+            mapped = map_history(request.messages, agent=request.agent, native_tools=native)
+        messages.extend(mapped)
         params: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -291,6 +302,7 @@ class OpenAICompatModel:
         locks and connections, so it travels as its settings and is built again."""
         state = dict(self.__dict__)
         del state["_clients"]  # each copy opens its own connections
+        del state["_resumes"]  # (a cache of this process's requests)
         if self._own_client:
             client = state.pop("_client")
             state["_client_settings"] = {"api_key": client.api_key, "timeout": client.timeout}
@@ -300,6 +312,7 @@ class OpenAICompatModel:
         settings = state.pop("_client_settings", None)
         self.__dict__.update(state)
         self._clients = LoopClients()
+        self._resumes = Resumes()
         if settings is not None:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, max_retries=0, http_client=_pool(), **settings
@@ -450,20 +463,83 @@ def map_history(
         Messages that start with `user`, end with `user`, and answer every `tool_calls` id
         with a `tool` message right after it.
     """
-    calls: CallsById = {}  # the calls so far (`note_calls`)
-    out: list[dict[str, Any]] = []
+    out, _ = _map_from(list(messages), 0, [], {}, agent, native_tools, keep=False)
+    return _framed(out)
+
+
+_Mapped = tuple[list[dict[str, Any]], CallsById]
+"""The mapping loop's state: the messages mapped so far and the calls met so far."""
+
+
+def _map_resumed(
+    messages: Sequence[Message], agent: str, native_tools: bool, resumes: Resumes[_Mapped]
+) -> list[dict[str, Any]]:
+    """`map_history`, picking up where a request whose history this one continues stood
+    (`Resumes`), and keeping where this one stands for the next. Its messages are shared
+    with the kept state: they go on the wire and are never changed."""
+    seq = messages[:]  # (a list, at C speed, from a list or a `HistoryView`)
+    if type(seq) is not list:
+        seq = list(seq)
+    found = resumes.find(seq, agent, native_tools)
+    if found is None:
+        start, out, calls = 0, [], {}
+    else:
+        start, (kept, kept_calls) = found
+        out, calls = _unshared(kept), dict(kept_calls)
+    out, state = _map_from(seq, start, out, calls, agent, native_tools, keep=True)
+    if state is not None:
+        resumes.keep(seq, state[0], state[1], agent, native_tools)
+    return _framed(out)
+
+
+def _map_from(
+    messages: list[Message],
+    start: int,
+    out: list[dict[str, Any]],
+    calls: CallsById,
+    agent: str,
+    native_tools: bool,
+    *,
+    keep: bool,
+) -> tuple[list[dict[str, Any]], tuple[int, _Mapped] | None]:
+    """Map `messages[start:]` onto `out`, with `calls` the calls before `start`; with
+    `keep`, also the state as it stood before the last assistant message (`Resumes`)."""
+    last = -1
+    if keep:
+        for last in range(len(messages) - 1, start - 1, -1):
+            if messages[last].role == "assistant":
+                break
+        else:
+            last = -1
+    state: tuple[int, _Mapped] | None = None
     wire_ids: set[str] = set()
-    for i, message in enumerate(messages):
+    for i in range(start, len(messages)):
+        message = messages[i]
         match message.role:
             case "user":
                 _add_user(out, message.content)
             case "assistant":
+                if i == last:
+                    state = (i, (_unshared(out), dict(calls)))
                 note_calls(calls, message)
                 wire_ids = _map_assistant(out, messages, i, agent, native_tools=native_tools)
             case "tool":
                 _map_tool(out, message, agent, calls, wire_ids)
             case _:
                 assert_never(message.role)
+    return out, state
+
+
+def _unshared(out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of mapped messages that the mapping may go on from without changing `out`:
+    only a user message at the end is ever changed (the next user text joins it)."""
+    copied = out.copy()
+    if copied and copied[-1]["role"] == "user":
+        copied[-1] = dict(copied[-1])
+    return copied
+
+
+def _framed(out: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return frame(out, role=lambda m: m["role"], user=lambda text: {"role": "user", "content": text})
 
 
