@@ -4,6 +4,7 @@ that grow, get edited and interleave, and through the real SDK to the 127.0.0.1 
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any, ClassVar
 
@@ -151,6 +152,20 @@ def test_resumes_keep_the_newest_states() -> None:
     assert resumes.find(histories[2], "A", True) is None
 
 
+def test_a_state_goes_with_its_history() -> None:
+    """A kept state lives only as long as its history's first message: a run let go takes
+    it along (no run's messages are kept alive by the model)."""
+    resumes: Resumes[str] = Resumes()
+    history = [Message(role="user", content="Hi"), Message(role="assistant", content="Yo")]
+    other = [Message(role="user", content="Hey"), Message(role="assistant", content="Yo")]
+    resumes.keep(history, 1, "first", "A")
+    resumes.keep(other, 1, "other", "A")
+    assert len(resumes) == 2
+    del history
+    assert len(resumes) == 1
+    assert resumes.find(other, "A") == (1, "other")
+
+
 def test_a_copied_model_keeps_no_states() -> None:
     """A pickled copy (a Ray worker's) starts with no kept state, and maps alike."""
     import pickle
@@ -208,6 +223,10 @@ async def test_every_body_of_a_multi_agent_run_is_its_render() -> None:
         m["role"] == "user" and m["content"].startswith("[Broker]")
         for m in server.requests[-2].messages
     )
+    assert len(model._resumes) == 2  # one for each agent
+    del run
+    gc.collect()
+    assert len(model._resumes) == 0  # gone with the run
 
 
 async def test_every_body_of_an_anthropic_run_is_its_render(api_server: MessagesAPIServer) -> None:

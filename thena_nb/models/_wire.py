@@ -24,6 +24,7 @@ import copy
 import json
 import operator
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
@@ -237,18 +238,18 @@ class Resumes(Generic[_S]):
     run maps only the messages that are new since.
 
     A run's requests grow by a turn or two each: mapping the whole history for every call
-    made a call's render O(N) in the turns so far (most of a call's own work at N = 200).
-    An adapter's mapping loop keeps its state as it stood before the request's last
-    assistant message (`keep`); a later request that starts with the very same message
+    made a call's render O(N) in the turns so far (as much as the rest of the call at
+    N = 200). An adapter's mapping loop keeps its state as it stood before the request's
+    last assistant message (`keep`); a later request that starts with the very same message
     objects up to that one (`find`: compared by identity, so an edited or forked history
     never matches where it differs) picks the loop up there. The look-ahead of any earlier
     assistant message (which of its calls are answered) ends at that message, so the state
     is what mapping the whole history would have reached.
 
     States are kept per asking agent, per option set and per history (its first message),
-    the `size` most recent; a kept state is never changed (the adapter copies what it goes
-    on changing). A kept state holds its messages, so a few finished runs' messages stay in
-    memory until newer requests push them out.
+    the `size` most recent, and each only while its history's first message lives: a run
+    that is let go takes its state with it. A kept state is never changed (the adapter
+    copies what it goes on changing).
 
     Example:
         >>> from thena_nb.core.types import Message
@@ -263,8 +264,11 @@ class Resumes(Generic[_S]):
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
-        self._kept: dict[tuple[Any, ...], tuple[list[Message], _S]] = {}
+        self._kept: dict[tuple[Any, ...], tuple[weakref.ref[Message], list[Message], _S]] = {}
         self._lock = threading.Lock()  # (a model may serve event loops on several threads)
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
     def find(self, messages: Sequence[Message], *options: Any) -> tuple[int, _S] | None:
         """The state kept for a request that `messages` continue, and the index of the
@@ -274,22 +278,43 @@ class Resumes(Generic[_S]):
         kept = self._kept.get((*options, id(messages[0])))
         if kept is None:
             return None
-        prefix, state = kept
-        if len(prefix) > len(messages) or not all(map(operator.is_, prefix, messages)):
+        first, rest, state = kept
+        if (
+            first() is not messages[0]
+            or len(rest) >= len(messages)
+            or not all(map(operator.is_, rest, messages[1:]))
+        ):
             return None
-        return len(prefix) - 1, state
+        return len(rest), state
 
     def keep(self, messages: Sequence[Message], at: int, state: _S, *options: Any) -> None:
         """Keep `state`, the mapping loop's as it stood before message `at` of `messages`."""
         key = (*options, id(messages[0]))
-        prefix = list(messages[: at + 1])
+        kept = self._kept
+        try:  # dropped when the history's first message goes (its run was let go)
+            first = weakref.ref(messages[0], _dropper(kept, key))
+        except TypeError:  # (an object without weak references: not kept)
+            return
+        entry = (first, list(messages[1 : at + 1]), state)
         with self._lock:
-            self._kept.pop(key, None)  # (the newest last)
-            self._kept[key] = (prefix, state)
-            if len(self._kept) > self.size:
-                del self._kept[next(iter(self._kept))]
+            kept.pop(key, None)  # (the newest last)
+            kept[key] = entry
+            while len(kept) > self.size:
+                try:
+                    del kept[next(iter(kept))]
+                except (StopIteration, KeyError, RuntimeError):  # (emptied meanwhile)
+                    break
 
     def clear(self) -> None:
         """Forget every kept state."""
         with self._lock:
             self._kept.clear()
+
+
+def _dropper(kept: dict[Any, Any], key: Any) -> Callable[[Any], None]:
+    """What drops `kept[key]` when the history's first message it was kept for goes."""
+
+    def drop(_: Any) -> None:
+        kept.pop(key, None)
+
+    return drop
