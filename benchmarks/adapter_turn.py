@@ -36,8 +36,9 @@ checkout at N = 1 (runs 1 and 3) differed by 9.5 %, so count at N = 20 or more (
 of a percent there), or with more runs.
 
 A turn here costs far more than the `FunctionModel` turn W1 times: the SDK builds an HTTP
-request and parses a JSON answer, and the adapter renders the whole history for every call
-(a request carries it all), so the per-turn cost grows with N.
+request and parses a JSON answer. A request carries the whole history, which the SDK encodes
+and sends (the adapter maps only the messages new since the run's last request), so the
+per-turn cost grows with N.
 """
 
 from __future__ import annotations
