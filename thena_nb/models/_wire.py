@@ -39,6 +39,8 @@ __all__ = [
     "attributed_turn",
     "dumps",
     "frame",
+    "last_assistant",
+    "listed",
     "native_calls",
     "note_calls",
     "outcome",
@@ -318,3 +320,18 @@ def _dropper(kept: dict[Any, Any], key: Any) -> Callable[[Any], None]:
         kept.pop(key, None)
 
     return drop
+
+
+def listed(messages: Sequence[Message]) -> list[Message]:
+    """`messages` as a list of their own, at C speed from a list or a `HistoryView`."""
+    seq = messages[:]
+    return seq if type(seq) is list else list(seq)
+
+
+def last_assistant(messages: list[Message], start: int = 0) -> int:
+    """The index of the last assistant message at `start` or after; -1 when there is none
+    (where a mapping loop keeps its state for `Resumes`)."""
+    for i in range(len(messages) - 1, start - 1, -1):
+        if messages[i].role == "assistant":
+            return i
+    return -1

@@ -72,6 +72,8 @@ from thena_nb.models._wire import (
     attributed_turn,
     dumps,
     frame,
+    last_assistant,
+    listed,
     native_calls,
     note_calls,
     outcome,
@@ -624,7 +626,7 @@ def map_history(history: Sequence[Message], agent: str, *, reasoning: bool = Fal
         `tool_use` with a `tool_result` at the start of the next message.
     """
     merged: list[_Merged] = []
-    _merge_from(list(history), 0, merged, {}, agent, reasoning, keep=False)
+    _merge_from(listed(history), 0, merged, {}, agent, reasoning, keep=False)
     return _framed(_paired_from(merged, 0))
 
 
@@ -641,9 +643,7 @@ def _map_resumed(
     """`map_history`, picking up where a request whose history this one continues stood
     (`Resumes`), and keeping where this one stands for the next. Its messages and blocks
     are shared with the kept state: they go on the wire and are never changed."""
-    seq = history[:]  # (a list, at C speed, from a list or a `HistoryView`)
-    if type(seq) is not list:
-        seq = list(seq)
+    seq = listed(history)
     calls: CallsById = {}
     merged: list[_Merged] = []
     done: list[Block] = []
@@ -674,13 +674,7 @@ def _merge_from(
     """Map `history[start:]` and join it onto `merged`, with `calls` the calls before
     `start`; with `keep`, also the state as it stood before the last assistant message
     (`Resumes`)."""
-    last = -1
-    if keep:
-        for last in range(len(history) - 1, start - 1, -1):
-            if history[last].role == "assistant":
-                break
-        else:
-            last = -1
+    last = last_assistant(history, start) if keep else -1
     kept = None
     for i in range(start, len(history)):
         message = history[i]

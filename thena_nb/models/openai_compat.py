@@ -56,6 +56,8 @@ from thena_nb.models._wire import (
     attributed_turn,
     dumps,
     frame,
+    last_assistant,
+    listed,
     native_calls,
     note_calls,
     owns,
@@ -463,7 +465,7 @@ def map_history(
         Messages that start with `user`, end with `user`, and answer every `tool_calls` id
         with a `tool` message right after it.
     """
-    out, _ = _map_from(list(messages), 0, [], {}, agent, native_tools, keep=False)
+    out, _ = _map_from(listed(messages), 0, [], {}, agent, native_tools, keep=False)
     return _framed(out)
 
 
@@ -477,9 +479,7 @@ def _map_resumed(
     """`map_history`, picking up where a request whose history this one continues stood
     (`Resumes`), and keeping where this one stands for the next. Its messages are shared
     with the kept state: they go on the wire and are never changed."""
-    seq = messages[:]  # (a list, at C speed, from a list or a `HistoryView`)
-    if type(seq) is not list:
-        seq = list(seq)
+    seq = listed(messages)
     found = resumes.find(seq, agent, native_tools)
     if found is None:
         start, out, calls = 0, [], {}
@@ -504,13 +504,7 @@ def _map_from(
 ) -> tuple[list[dict[str, Any]], tuple[int, _Mapped] | None]:
     """Map `messages[start:]` onto `out`, with `calls` the calls before `start`; with
     `keep`, also the state as it stood before the last assistant message (`Resumes`)."""
-    last = -1
-    if keep:
-        for last in range(len(messages) - 1, start - 1, -1):
-            if messages[last].role == "assistant":
-                break
-        else:
-            last = -1
+    last = last_assistant(messages, start) if keep else -1
     state: tuple[int, _Mapped] | None = None
     wire_ids: set[str] = set()
     for i in range(start, len(messages)):
