@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import pytest
 from chat_completions_server import ChatCompletionsServer, Completion
-from messages_api_server import MessagesAPIServer, text, thinking, thinking_block, tool_use
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from messages_api_server import MessagesAPIServer, text, thinking, thinking_block, tool_use
 
 from thena_nb import Agent, Workflow, loop, tool
 from thena_nb.core.model import ModelRequest
