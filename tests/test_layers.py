@@ -36,6 +36,7 @@ DEFERRED = {
         "asyncio",
         "thena_nb.core._aio",
         "thena_nb.core._fork",
+        "thena_nb.core.foreign",
         "thena_nb.core.session",
         "thena_nb.core.store.base",
     },

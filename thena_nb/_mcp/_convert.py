@@ -19,7 +19,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from mcp_types import (
     AudioContent,
     CallToolResult,
@@ -30,10 +29,10 @@ from mcp_types import (
     TextContent,
     Tool,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from thena_nb._mcp._loop import on_mcp_loop
 from thena_nb._mcp._server import McpToolError
+from thena_nb._schema import validator
 from thena_nb.core.tools import SchemaTool
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def as_tools(connection: Connection, listed: list[Tool], *, gate: bool) -> list[
                 name=t.name,
                 parameters=t.input_schema,
                 description=t.description or t.title or "",
-                validate=_validator(t.name, t.input_schema),
+                validate=validator(t.name, t.input_schema),
                 rescue=not destructive,
                 gate=gate and destructive,
             )
@@ -89,31 +88,6 @@ def _caller(connection: Connection, name: str) -> Callable[[dict[str, Any]], Awa
         return text
 
     return call
-
-
-def _validator(name: str, schema: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError:
-        return None
-    checker = cls(schema)
-
-    def validate(arguments: dict[str, Any]) -> None:
-        found = checker.iter_errors(arguments)
-        errors = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
-        if errors:
-            details = [
-                InitErrorDetails(
-                    type=PydanticCustomError("json_schema", e.message),
-                    loc=tuple(e.absolute_path),
-                    input=e.instance,
-                )
-                for e in errors
-            ]
-            raise ValidationError.from_exception_data(f"{name} arguments", details)
-
-    return validate
 
 
 def _named(block: ContentBlock) -> str:

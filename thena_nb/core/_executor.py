@@ -13,6 +13,7 @@ from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._turn import may_pause, take_turn
 from thena_nb.core.agent import Agent
 from thena_nb.core.events import event
+from thena_nb.core.foreign import ForeignAgent, run_foreign
 from thena_nb.core.report import ReportNode, new_node
 from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
 from thena_nb.core.stopping import call_condition
@@ -45,6 +46,16 @@ async def run_step(
 ) -> bool:
     """Run one step; returns whether a turn or function step ran."""
     match step:
+        case ForeignAgent():
+            here = new_node("agent", step.name, path, iteration)
+            parent.children.append(here)
+            try:
+                await run_foreign(step, at, here)
+            except Halt:
+                if not here.turns:
+                    parent.children.remove(here)
+                raise
+            return True
         case Agent():
             here = new_node("agent", step.name, path, iteration)
             parent.children.append(here)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from thena_nb.core.errors import StoreError
 
 if TYPE_CHECKING:
+    from thena_nb.core.agent import Agent
     from thena_nb.core.model import Reply, ToolSpec
     from thena_nb.core.report import ReportNode
     from thena_nb.core.rescue import RescueScan
@@ -44,6 +45,7 @@ __all__ = [
     "default_store",
     "diff_frame",
     "failure_chart",
+    "foreign_step",
     "interrupted",
     "require_store",
     "run_experiment",
@@ -147,6 +149,14 @@ def run_experiment(*args: Any, **kwargs: Any) -> Experiment:
     from thena_nb.experiments import run_experiment as run
 
     return run(*args, **kwargs)
+
+
+def foreign_step(agent: Any, *, name: str | None = None, gate: Any = None) -> Agent | None:
+    """`agent` as a step when it is another framework's agent (`thena_nb.frameworks`), else
+    `None`; the framework is imported only then."""
+    from thena_nb.frameworks import step_of
+
+    return step_of(agent, name=name, gate=gate)
 
 
 def default_store() -> RunStore | None:

@@ -74,6 +74,7 @@ class RunControl:
     __slots__ = (
         "budget",
         "checkpoint",
+        "deps",
         "gatekeeper",
         "gates",
         "in_order",
@@ -120,6 +121,8 @@ class RunControl:
         """The tool sources the run has opened (`core/_tool_sources.py`), once one is."""
         self.tool_timeout: float | None = None
         """`Workflow(tool_timeout=...)`: the limit of a tool call whose tool sets none."""
+        self.deps: Any = None
+        """`wf.run(input, deps=...)`: what a foreign agent's framework gets as its dependencies."""
 
         self.tasks: dict[Position, asyncio.Task[Any]] = {}
         """The task running each live position: `Session.stop()` cancels those waiting on a

@@ -76,6 +76,7 @@ class Session:
         run_id: str | None = None,
         approve: Approver | None = None,
         at_gate: Literal["pause", "wait"] = "pause",
+        deps: Any = None,
     ) -> None:
         self.workflow = workflow
         if state is None and workflow.state is not None:
@@ -96,6 +97,7 @@ class Session:
         )
         self._control.on_turn.append(self._after_turn)
         self._control.tool_timeout = workflow.tool_timeout
+        self._control.deps = deps
         self.gates: list[Callable[[ToolCall], Any]] = self._control.gates
         """Predicates `fn(call) -> bool` that hold calls for a decision, beside the tools'
         own gates, e.g. `session.gates.append(lambda call: True)` for every call."""

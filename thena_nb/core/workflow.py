@@ -15,7 +15,7 @@ from thena_nb.core._tool_time import checked_timeout
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
 from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
+from thena_nb.core.steps import LoopStep, ParallelStep, as_step, step_name, step_path
 from thena_nb.core.stopping import condition_arity, condition_parts
 from thena_nb.core.types import Budget, RetryPolicy
 
@@ -81,7 +81,7 @@ class Workflow:
             raise WorkflowDefinitionError(
                 f"workflow {name!r}: `steps` must be a list of steps, got {steps!r}"
             )
-        self.steps: list[Any] = list(steps)
+        self.steps: list[Any] = [as_step(s) for s in steps]
         self.state = state
         self.budget = budget
         self.retry = retry or RetryPolicy()
@@ -94,6 +94,49 @@ class Workflow:
                 f"workflow {name!r}: `state=` takes a pydantic model class, got {state!r}"
             )
         _check_steps(self, self.steps, name, where=f"workflow {name!r}")
+
+    @classmethod
+    def of(cls, agent: Any, *, name: str | None = None, gate: Any = None) -> Workflow:
+        """A one-step workflow of `agent`, named after it: a thena_nb `Agent`, or an agent
+        of another framework (a pydantic-ai `Agent`, an OpenAI Agents SDK `Agent`), whose
+        whole run is the step, one turn per model call.
+
+        Args:
+            agent: The agent.
+            name: The step's (and the workflow's) name when the agent has none.
+            gate: Another framework's agent: which tools' calls wait for a `Decision` before
+                they run: `True` (all), a list of tool names, or `fn(call) -> bool`. (A
+                thena_nb tool is gated with `@tool(gate=...)`.)
+
+        Raises:
+            TypeError: `agent` is none of these (the message lists the kinds).
+            ImportError: The framework's release is outside the supported range.
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> Workflow.of(Agent("Helper", model=ScriptedModel(["hi"])))
+            Workflow('Helper', steps=[Helper])
+        """
+        from thena_nb.core.foreign import KINDS, ForeignAgent
+
+        if isinstance(agent, Agent) and not isinstance(agent, ForeignAgent):
+            if gate is not None:
+                raise TypeError(
+                    "`gate=` is for other frameworks' agents; gate a thena_nb tool with "
+                    "`@tool(gate=...)`"
+                )
+            step: Agent = agent
+        else:
+            found = (
+                None
+                if isinstance(agent, ForeignAgent)
+                else _portals.foreign_step(agent, name=name, gate=gate)
+            )
+            if found is None and not isinstance(agent, ForeignAgent):
+                raise TypeError(f"`Workflow.of` takes {KINDS}; got {agent!r}")
+            step = found if found is not None else agent
+        return cls(name or step.name, [step])
 
     # -- running ------------------------------------------------------------------------
 
@@ -108,6 +151,7 @@ class Workflow:
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
         at_gate: Literal["pause", "wait"] = "pause",
+        deps: Any = None,
     ) -> Session:
         """A `Session` paused before the first turn; `await s.step()` or `await s.run()`.
 
@@ -140,6 +184,7 @@ class Workflow:
             run_id=run_id,
             approve=approve,
             at_gate=at_gate,
+            deps=deps,
         )
 
     async def arun(
@@ -152,6 +197,7 @@ class Workflow:
         run_id: str | None = None,
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
+        deps: Any = None,
     ) -> Run:
         """Run to the end and return the `Run`; the async form of `run`. Meanwhile the
         cyclic collector runs less often (`core/_collector.py`).
@@ -172,6 +218,7 @@ class Workflow:
             store=store,
             approve=approve,
             at_gate="wait",
+            deps=deps,
         )
         try:
             with fewer_collections():  # it runs to its end: see `core/_collector.py`
@@ -194,6 +241,7 @@ class Workflow:
         run_id: str | None = None,
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
+        deps: Any = None,
     ) -> Run:
         """Run to the end and return the `Run` (sync; also works inside Jupyter). Meanwhile
         the cyclic collector runs less often: its thresholds are raised, and put back once
@@ -237,6 +285,7 @@ class Workflow:
                 run_id=run_id,
                 store=store,
                 approve=approve,
+                deps=deps,
             )
         )
 
