@@ -160,7 +160,14 @@ def _names(code: types.CodeType) -> Iterator[str]:
 
 
 def _object(value: Any, depth: int, seen: set[int]) -> Iterator[bytes]:
-    """Any other object: its class and its public attributes; a callable object its call."""
+    """Any other object: its class and its public attributes; a callable object its call;
+    an object that says what it is (`__thena_fingerprint__()`, e.g. another framework's
+    agent as a step: its configuration) by that."""
+    described = getattr(type(value), "__thena_fingerprint__", None)
+    if described is not None:
+        yield f"object {_qualified(type(value))}".encode()
+        yield from _parts(described(value), depth, seen)
+        return
     attributes = getattr(value, "__dict__", None)
     if attributes is None:
         shown = repr(value)

@@ -15,6 +15,7 @@ from typing import Any
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import apply_changes
 from thena_nb.core.errors import TransientModelError
+from thena_nb.core.foreign import ForeignAgent
 from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.steps import walk
 from thena_nb.core.workflow import Workflow
@@ -112,6 +113,7 @@ def gated(workflow: Workflow, gates: Gates) -> Workflow:
     wrapper per model, so agents that share a model share its wrapper)."""
     changes: dict[str, dict[str, Any]] = {}
     for path, step in walk(workflow.steps, workflow.name):
-        if isinstance(step, Agent):
+        # Another framework's agent calls its own model, through its own client.
+        if isinstance(step, Agent) and not isinstance(step, ForeignAgent):
             changes[path] = {"model": gates.wrap(step.model)}
     return apply_changes(workflow, changes)

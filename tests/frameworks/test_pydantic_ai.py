@@ -1,0 +1,344 @@
+"""A pydantic-ai `Agent` as a thena_nb step: the real framework on its own offline
+`FunctionModel`, and through its real OpenAI client against the chat completions server on
+127.0.0.1. One turn per model call; replay, fork, gates, stepping, experiments."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from chat_completions_server import ChatCompletionsServer, Completion
+from pydantic import BaseModel
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from thena_nb import Agent, Decision, Run, Workflow, loop, parallel, until_answered
+from thena_nb.core.foreign import ForeignAgent
+from thena_nb.frameworks.pydantic_ai import PydanticAIStep
+from thena_nb.models import ScriptedModel
+from thena_nb.store import MemoryRunStore
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.model = 0
+        self.tools: list[str] = []
+
+
+def weather_agent(counter: Counter, **kwargs: Any) -> PydanticAgent[Any, Any]:
+    """Asks for the weather, then answers with what the tool said."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        counter.model += 1
+        last = messages[-1].parts[-1]
+        if last.part_kind == "user-prompt":
+            return ModelResponse(parts=[ToolCallPart("get_weather", {"city": "Lisbon"})])
+        if last.part_kind == "tool-return":
+            return ModelResponse(parts=[TextPart(f"Forecast: {last.content}")])
+        return ModelResponse(parts=[TextPart("?")])
+
+    agent = PydanticAgent(
+        FunctionModel(answer), name="Forecaster", instructions="Be brief.", **kwargs
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        counter.tools.append(city)
+        return f"sunny in {city}"
+
+    return agent
+
+
+def test_workflow_of_names_the_step_after_the_agent_and_refuses_other_things() -> None:
+    wf = Workflow.of(weather_agent(Counter()))
+    assert wf.name == "Forecaster"
+    assert isinstance(wf.steps[0], PydanticAIStep)
+    assert isinstance(wf.steps[0], ForeignAgent)
+    with pytest.raises(TypeError, match="pydantic-ai `Agent` or an OpenAI Agents SDK"):
+        Workflow.of(object())
+    nameless = PydanticAgent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")])))
+    with pytest.raises(ValueError, match="no name"):
+        Workflow.of(nameless)
+    assert Workflow.of(nameless, name="Helper").steps[0].name == "Helper"
+
+
+def test_one_turn_per_model_call_with_the_tools_the_framework_ran() -> None:
+    counter = Counter()
+    run = Workflow.of(weather_agent(counter)).run("Weather in Lisbon?", store=False)
+    assert run.status == "finished"
+    assert run.output == "Forecast: sunny in Lisbon"
+    assert counter.model == 2 and counter.tools == ["Lisbon"]
+    first, second = run.turns
+    assert (first.agent, first.model) == ("Forecaster", "function:answer:")
+    [call] = first.tool_calls
+    assert (call.name, call.arguments, call.source, call.ok, call.result) == (
+        "get_weather",
+        {"city": "Lisbon"},
+        "native",
+        True,
+        "sunny in Lisbon",
+    )
+    assert first.info.called_tool and not second.info.called_tool
+    assert second.info.response == "Forecast: sunny in Lisbon"
+    assert first.input_tokens > 0 and first.output_tokens > 0
+    # what the model was sent, as thena_nb's records: the instructions, the history, the tools
+    sent = run.request_of(1)
+    assert sent.system == "Be brief."
+    assert [m.role for m in sent.messages] == ["user", "assistant", "tool"]
+    assert [t.name for t in sent.tools] == ["get_weather"]
+    wire = run.wire_request_of(1)
+    assert wire["system"] == "Be brief."
+
+
+def test_a_tool_that_asks_for_a_retry_is_a_failed_call_in_the_streak() -> None:
+    calls = {"n": 0}
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            return ModelResponse(parts=[ToolCallPart("flaky", {})])
+        return ModelResponse(parts=[TextPart("gave up")])
+
+    agent = PydanticAgent(FunctionModel(answer), name="Flaky", retries=5)
+
+    @agent.tool_plain
+    def flaky() -> str:
+        raise ModelRetry("the service is down")
+
+    run = Workflow.of(agent).run("go", store=False)
+    failed = [c for t in run.turns for c in t.tool_calls]
+    assert [c.ok for c in failed] == [False, False]
+    assert failed[0].error == "the service is down"
+    assert failed[0].traceback and "ModelRetry" in failed[0].traceback
+    assert [t.info.tool_error for t in run.turns] == [True, True, None]
+
+
+def test_replay_makes_no_model_call_and_no_tool_call() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter))
+    run = wf.run("Weather in Lisbon?", store=False)
+    before = (counter.model, len(counter.tools))
+    again = wf.run("Weather in Lisbon?", replay=run, store=False)
+    assert (counter.model, len(counter.tools)) == before
+    assert again.replay_diverged_at is None
+    assert [t.replayed for t in again.turns] == [True, True]
+    assert again.output == run.output
+    assert [t.request_key for t in again.turns] == [t.request_key for t in run.turns]
+
+
+def test_a_changed_instruction_is_a_divergence_where_it_changed() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter))
+    run = wf.run("Weather in Lisbon?", store=False)
+    changed = wf.steps[0].replace(instructions="Be thorough.")
+    again = Workflow("Forecaster", [changed]).run("Weather in Lisbon?", replay=run, store=False)
+    assert again.replay_diverged_at == 0
+    assert counter.model == 4
+    assert again.request_of(0).system == "Be thorough."
+
+
+def test_fork_with_a_tool_result_replays_before_and_goes_live_after() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter))
+    run = wf.run("Weather in Lisbon?", store=False)
+    call_id = run.turns[0].tool_calls[0].id
+    rainy = run.fork(0, tool_results={call_id: "rain"}, store=False)
+    assert rainy.output == "Forecast: rain"
+    assert counter.tools == ["Lisbon"]  # the forked result was given, the tool not run again
+    assert counter.model == 3  # only the turn after the fork went live
+    diff = run.diff(rainy)
+    assert diff.first_divergence is not None
+
+
+def test_gates_edit_reject_and_wait_for_a_decision() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter), gate=["get_weather"])
+    edited = wf.run(
+        "Weather in Lisbon?", approve=lambda p: Decision.edit({"city": "Porto"}), store=False
+    )
+    assert counter.tools == ["Porto"]
+    call = edited.turns[0].tool_calls[0]
+    assert (call.decision, call.arguments, call.original_arguments) == (
+        "edit",
+        {"city": "Porto"},
+        {"city": "Lisbon"},
+    )
+    assert edited.output == "Forecast: sunny in Porto"
+
+    rejected = wf.run("Weather in Lisbon?", approve=lambda p: Decision.reject("no"), store=False)
+    assert counter.tools == ["Porto"]
+    assert rejected.turns[0].tool_calls[0].ok is False
+    assert "no" in rejected.output
+
+    store = MemoryRunStore()
+    waiting = wf.run("Weather in Lisbon?", store=store)
+    assert waiting.status == "waiting"
+    [pending] = waiting.pending
+    assert pending.call.name == "get_weather"
+    done = wf.resume(waiting.run_id, store=store, decisions={pending.call.id: Decision.approve()})
+    assert done.status == "finished"
+    assert done.output == "Forecast: sunny in Lisbon"
+
+
+def test_a_session_steps_one_model_call_at_a_time_and_pauses_before_tools() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter))
+
+    async def walk() -> list[Any]:
+        s = wf.session("Weather in Lisbon?")
+        seen: list[Any] = []
+        s.pause_before_tools = True
+        first = await s.step()  # the model answered; paused before its tool runs
+        seen.append((first, s.paused_at, counter.model, list(counter.tools)))
+        s.pause_before_tools = False
+        turn = await s.step()  # the tool ran, then the turn was recorded
+        seen.append((turn.index if turn else None, counter.model, list(counter.tools)))
+        rest = await s.run()
+        seen.append((rest.status, len(rest.turns), counter.model))
+        return seen
+
+    paused, stepped, ended = asyncio.run(walk())
+    assert paused == (None, "tools", 1, [])
+    assert stepped == (0, 1, ["Lisbon"])  # paused again before the second model call
+    assert ended == ("finished", 2, 2)
+
+
+def test_beside_native_agents_the_history_flows_both_ways() -> None:
+    counter = Counter()
+    planner = Agent("Planner", model=ScriptedModel(["Check Lisbon."]))
+    checker_model = ScriptedModel(["Looks right."])
+    checker = Agent("Checker", model=checker_model)
+    run = Workflow("trip", [planner, weather_agent(counter), checker]).run("Plan", store=False)
+    assert [t.agent for t in run.turns] == ["Planner", "Forecaster", "Forecaster", "Checker"]
+    seen = checker_model.requests[0].messages
+    assert any(m.agent == "Forecaster" and "sunny" in m.content for m in seen)
+    assert [s.kind for s in Workflow("p", [parallel([weather_agent(Counter())])]).steps] == [
+        "parallel"
+    ]
+    looped = Workflow(
+        "l", [loop(steps=[weather_agent(Counter())], until=until_answered, max_iterations=2)]
+    ).run("Weather?", store=False)
+    assert looped.loops[0].stop_reason == "until"
+
+
+class Forecast(BaseModel):
+    city: str
+    sky: str
+
+
+def test_structured_output_and_deps() -> None:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1].parts[-1]
+        if last.part_kind == "user-prompt":
+            return ModelResponse(parts=[ToolCallPart("sky_over", {})])
+        [out] = info.output_tools
+        return ModelResponse(
+            parts=[ToolCallPart(out.name, {"city": "Lisbon", "sky": last.content})]
+        )
+
+    agent = PydanticAgent(FunctionModel(answer), name="Typed", output_type=Forecast, deps_type=str)
+
+    @agent.tool
+    def sky_over(ctx: RunContext[str]) -> str:
+        return ctx.deps
+
+    wf = Workflow.of(agent)
+    run = wf.run("Lisbon?", deps="clear", store=False)
+    assert run.output == Forecast(city="Lisbon", sky="clear")
+    final = run.turns[-1].tool_calls[0]
+    assert final.ok is True  # the output tool's call is a call that worked
+    store = MemoryRunStore()
+    kept = wf.run("Lisbon?", deps="clear", store=store)
+    loaded = Run.load(kept.run_id, store=store)
+    assert loaded.turns[-1].tool_calls[0].name == final.name
+
+
+def test_an_exception_in_the_framework_fails_the_run_and_keeps_its_turns() -> None:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("explode", {})])
+
+    agent = PydanticAgent(FunctionModel(answer), name="Boom")
+
+    @agent.tool_plain
+    def explode() -> str:
+        raise RuntimeError("kaboom")
+
+    with pytest.raises(RuntimeError, match="kaboom") as caught:
+        Workflow.of(agent).run("go", store=False)
+    partial = caught.value.run  # type: ignore[attr-defined]
+    assert partial.status == "failed"
+    [turn] = partial.turns
+    assert turn.tool_calls[0].ok is False
+    assert "kaboom" in (turn.tool_calls[0].traceback or "")
+
+
+def _pure_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    last = messages[-1].parts[-1]
+    if last.part_kind == "user-prompt":
+        return ModelResponse(parts=[ToolCallPart("_pure_weather", {"city": "Lisbon"})])
+    return ModelResponse(parts=[TextPart(f"Forecast: {last.content}")])
+
+
+def _pure_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"sunny in {city}"
+
+
+def test_experiments_vary_instructions_and_reuse_stored_runs() -> None:
+    # The model function and tool hold no state of their own: what a function counts while
+    # it runs is part of its fingerprint until state is told from configuration.
+    agent = PydanticAgent(FunctionModel(_pure_answer), name="Forecaster", tools=[_pure_weather])
+    wf = Workflow.of(agent)
+    store = MemoryRunStore()
+    variants = {"brief": {}, "long": {"Forecaster": {"instructions": "Say more."}}}
+    exp = wf.map(["Weather in Lisbon?"], variants=variants, store=store)
+    frame = exp.frame()
+    assert sorted(frame["variant"]) == ["brief", "long"]
+    assert set(frame["status"]) == {"finished"}
+    long = next(r for r in exp.runs if r.request_of(0).system == "Say more.")
+    assert long.output == "Forecast: sunny in Lisbon"
+    again = Workflow.of(agent).map(["Weather in Lisbon?"], variants=variants, store=store)
+    assert (exp.reused, again.reused) == (0, 2)  # the same experiment again reuses its runs
+    edited = PydanticAgent(
+        FunctionModel(_pure_answer),
+        name="Forecaster",
+        tools=[_pure_weather],
+        retries=1,
+        instructions="Changed.",
+    )
+    assert Workflow.of(edited).map(["Weather in Lisbon?"], store=store).reused == 0
+
+
+def test_through_the_real_openai_client_against_the_loopback_server() -> None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    script = [
+        Completion(tool_calls=(("call_1", "get_weather", {"city": "Lisbon"}),)),
+        Completion(content="Sunny."),
+    ]
+    with ChatCompletionsServer(script) as server:
+        model = OpenAIChatModel(
+            "qwen2.5:7b", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-test-1")
+        )
+        agent = PydanticAgent(model, name="Forecaster", instructions="Be brief.")
+
+        @agent.tool_plain
+        def get_weather(city: str) -> str:
+            """Current weather for a city."""
+            return f"sunny in {city}"
+
+        wf = Workflow.of(agent)
+        run = wf.run("Weather in Lisbon?", store=False)
+        assert run.output == "Sunny."
+        assert [t.model for t in run.turns] == ["qwen2.5:7b", "qwen2.5:7b"]
+        assert run.turns[0].tool_calls[0].id == "call_1"
+        assert run.turns[0].input_tokens == 10
+        sent = len(server.requests)
+        again = wf.run("Weather in Lisbon?", replay=run, store=False)
+        assert len(server.requests) == sent and again.replay_diverged_at is None
+        assert "sk-test-1" not in run.to_json()
