@@ -52,6 +52,7 @@ __all__ = [
     "run_html",
     "run_page",
     "scan_tool_calls",
+    "schema_check",
     "split_reasoning",
     "stepper",
     "turn_cost",
@@ -157,6 +158,17 @@ def foreign_step(agent: Any, *, name: str | None = None, gate: Any = None) -> Ag
     from thena_nb.frameworks import step_of
 
     return step_of(agent, name=name, gate=gate)
+
+
+def schema_check(name: str, schema: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
+    """A check of a call's arguments against a tool's JSON schema (`thena_nb._schema`, on
+    `jsonschema`, which every framework extra installs); `None` without `jsonschema`, when
+    whoever runs the tool checks them."""
+    try:
+        from thena_nb._schema import validator
+    except ImportError:  # pragma: no cover - jsonschema comes with every framework extra
+        return None
+    return validator(name, schema)
 
 
 def default_store() -> RunStore | None:

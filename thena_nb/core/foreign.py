@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from thena_nb.core import _observe
+from thena_nb.core import _observe, _portals
 from thena_nb.core._replay import blake
 from thena_nb.core._run_state import Position
 from thena_nb.core._signals import Halt, note_once
@@ -196,7 +196,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
                     name=spec.name,
                     parameters=spec.parameters,
                     description=spec.description,
-                    validate=_schema_check(spec.name, spec.parameters),
+                    validate=_portals.schema_check(spec.name, spec.parameters),
                     rescue=False,
                     gate=self.gated(spec.name),
                 )
@@ -224,16 +224,6 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, model={self.model.name!r})"
-
-
-def _schema_check(name: str, schema: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
-    """Checks an edited call's arguments against the tool's JSON schema, where the
-    `jsonschema` package is installed (the frameworks check them again when they run)."""
-    try:
-        from thena_nb._schema import validator
-    except ImportError:  # pragma: no cover - jsonschema comes with every framework extra
-        return None
-    return validator(name, schema)
 
 
 @dataclass

@@ -6,14 +6,10 @@ A step is an `Agent` (one turn), a `ParallelStep`, a `LoopStep`, or a plain func
 
 from __future__ import annotations
 
-import functools
 import math
-import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
-
-from thena_nb.core import _portals
 
 if TYPE_CHECKING:
     from thena_nb.core.agent import Agent
@@ -24,7 +20,6 @@ __all__ = [
     "LoopStep",
     "ParallelStep",
     "Step",
-    "as_step",
     "callable_name",
     "loop",
     "parallel",
@@ -92,7 +87,7 @@ def parallel(steps: Sequence[Step]) -> ParallelStep:
     """
     if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
         raise TypeError(f"`parallel` takes a list of steps, got {steps!r}")
-    return ParallelStep(tuple(as_step(s) for s in steps))
+    return ParallelStep(tuple(steps))
 
 
 def loop(
@@ -139,30 +134,13 @@ def loop(
             f"`max_fails` must be a whole number >= 1 or `math.inf`, got {max_fails!r}"
         )
     return LoopStep(
-        tuple(as_step(s) for s in steps),
+        tuple(steps),
         until,
         max_iterations=max_iterations,
         on_exhausted=on_exhausted,
         max_fails=max_fails,
         on_fail=on_fail,
     )
-
-
-def as_step(step: Any) -> Any:
-    """`step`, or another framework's agent as a step (`thena_nb.frameworks`).
-
-    Example:
-        >>> as_step(print) is print
-        True
-    """
-    if isinstance(step, _OWN) or type(step).__module__.startswith("thena_nb"):
-        return step
-    found = _portals.foreign_step(step)
-    return step if found is None else found
-
-
-_OWN = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
-"""Steps that are never another framework's agent (plain functions), checked first."""
 
 
 def callable_name(fn: Any) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -15,7 +18,7 @@ from thena_nb.core._tool_time import checked_timeout
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
 from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.steps import LoopStep, ParallelStep, as_step, step_name, step_path
+from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
 from thena_nb.core.stopping import condition_arity, condition_parts
 from thena_nb.core.types import Budget, RetryPolicy
 
@@ -81,7 +84,7 @@ class Workflow:
             raise WorkflowDefinitionError(
                 f"workflow {name!r}: `steps` must be a list of steps, got {steps!r}"
             )
-        self.steps: list[Any] = [as_step(s) for s in steps]
+        self.steps: list[Any] = [adopted(s) for s in steps]
         self.state = state
         self.budget = budget
         self.retry = retry or RetryPolicy()
@@ -116,7 +119,7 @@ class Workflow:
             >>> from thena_nb import Agent, Workflow
             >>> from thena_nb.models import ScriptedModel
             >>> Workflow.of(Agent("Helper", model=ScriptedModel(["hi"])))
-            Workflow('Helper', steps=[Helper])
+            Workflow('Helper', [Agent('Helper', model='scripted')])
         """
         from thena_nb.core.foreign import KINDS, ForeignAgent
 
@@ -435,6 +438,29 @@ class Workflow:
         steps = ", ".join(_describe(s) for s in self.steps)
         extra = f", state={self.state.__name__}" if self.state is not None else ""
         return f"Workflow({self.name!r}, [{steps}]{extra})"
+
+
+def adopted(step: Any) -> Any:
+    """`step`, with every agent of another framework in it made a step (`thena_nb.frameworks`),
+    inside `parallel` and `loop` blocks too.
+
+    Example:
+        >>> adopted(print) is print
+        True
+    """
+    if isinstance(step, ParallelStep | LoopStep):
+        inner = tuple(adopted(s) for s in step.steps)
+        if all(a is b for a, b in zip(inner, step.steps, strict=True)):
+            return step
+        return dataclasses.replace(step, steps=inner)
+    if isinstance(step, _PLAIN) or type(step).__module__.startswith("thena_nb"):
+        return step
+    found = _portals.foreign_step(step)
+    return step if found is None else found
+
+
+_PLAIN = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
+"""Steps that are never another framework's agent (plain functions), told apart first."""
 
 
 def _describe(step: Any) -> str:

@@ -47,17 +47,17 @@ def step_of(agent: Any, *, name: str | None = None, gate: GateSpec = None) -> Fo
     if root not in SUPPORTED:
         return None
     if root == "pydantic_ai":
-        from thena_nb.frameworks.pydantic_ai import PydanticAIStep, is_agent
+        from thena_nb.frameworks import pydantic_ai
 
-        if is_agent(agent):
+        if pydantic_ai.is_agent(agent):
             _check_release(root)
-            return PydanticAIStep(agent, name=name, gate=gate)
+            return pydantic_ai.PydanticAIStep(agent, name=name, gate=gate)
     elif root == "agents":
-        from thena_nb.frameworks.openai_agents import AgentsSDKStep, is_agent
+        from thena_nb.frameworks import openai_agents
 
-        if is_agent(agent):
+        if openai_agents.is_agent(agent):
             _check_release(root)
-            return AgentsSDKStep(agent, name=name, gate=gate)
+            return openai_agents.AgentsSDKStep(agent, name=name, gate=gate)
     return None
 
 
