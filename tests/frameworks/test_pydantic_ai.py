@@ -342,3 +342,20 @@ def test_through_the_real_openai_client_against_the_loopback_server() -> None:
         again = wf.run("Weather in Lisbon?", replay=run, store=False)
         assert len(server.requests) == sent and again.replay_diverged_at is None
         assert "sk-test-1" not in run.to_json()
+
+
+def test_a_thena_workflow_cell_takes_a_pydantic_ai_agent_from_the_namespace() -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.reset(new_session=False)
+    shell.run_line_magic("load_ext", "thena_nb")
+    try:
+        shell.user_ns["forecaster"] = weather_agent(Counter())
+        shell.run_cell_magic("thena_workflow", "trip", "forecaster\n")
+        wf = shell.user_ns["trip"]
+        assert isinstance(wf.steps[0], PydanticAIStep)
+        assert wf.run("Weather?", store=False).output == "Forecast: sunny in Lisbon"
+    finally:
+        shell.run_line_magic("unload_ext", "thena_nb")
+        shell.reset(new_session=False)

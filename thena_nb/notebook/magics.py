@@ -47,7 +47,7 @@ from thena_nb.core.steps import LoopStep, ParallelStep
 from thena_nb.core.stopping import Condition
 from thena_nb.core.tools import Tool
 from thena_nb.core.types import Budget
-from thena_nb.core.workflow import Workflow
+from thena_nb.core.workflow import Workflow, adopted
 from thena_nb.notebook._interrupt import install as install_interrupt
 from thena_nb.notebook._interrupt import uninstall as uninstall_interrupt
 
@@ -292,8 +292,8 @@ def _name_message(line: int, name: str | None, user_ns: dict[str, Any]) -> str:
 
 
 def _check_step(cell: _Cell, stmt: ast.Expr, value: Any) -> None:
-    if isinstance(value, (Agent, ParallelStep, LoopStep)):
-        return
+    if isinstance(value, (Agent, ParallelStep, LoopStep)) or adopted(value) is not value:
+        return  # (another framework's agent is adopted as a step by the workflow)
     source = _source(cell, stmt)
     line = stmt.lineno
     if isinstance(value, Tool):
