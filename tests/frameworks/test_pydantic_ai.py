@@ -359,3 +359,15 @@ def test_a_thena_workflow_cell_takes_a_pydantic_ai_agent_from_the_namespace() ->
     finally:
         shell.run_line_magic("unload_ext", "thena_nb")
         shell.reset(new_session=False)
+
+
+def test_continue_with_replays_the_conversation_and_answers_the_follow_up() -> None:
+    counter = Counter()
+    run = Workflow.of(weather_agent(counter)).run("Weather in Lisbon?", store=False)
+    more = run.continue_with("And tomorrow?", store=False)
+    assert [t.replayed for t in more.turns] == [True, True, False, False]
+    assert counter.model == 4  # two new model calls: the follow-up's
+    assert [m.content for m in more.history if m.role == "user"] == [
+        "Weather in Lisbon?",
+        "And tomorrow?",
+    ]
