@@ -333,6 +333,9 @@ class TurnPort:
         call = open.by_id.get(call_id) if open is not None else None
         if open is None or call is None:
             return None
+        if call_id in open.done:  # reported already: the same outcome again
+            done = open.done[call_id]
+            return Serve(bool(done.ok), (done.result if done.ok else done.error) or "")
         if open.served_tools:
             assert open.recorded is not None
             done = _recorded_results([call], open.recorded)[0]
