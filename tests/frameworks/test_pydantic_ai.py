@@ -91,7 +91,7 @@ def test_one_turn_per_model_call_with_the_tools_the_framework_ran() -> None:
     assert [m.role for m in sent.messages] == ["user", "assistant", "tool"]
     assert [t.name for t in sent.tools] == ["get_weather"]
     wire = run.wire_request_of(1)
-    assert wire["system"] == "Be brief."
+    assert wire["instructions"] == "Be brief."
 
 
 def test_a_tool_that_asks_for_a_retry_is_a_failed_call_in_the_streak() -> None:
@@ -371,3 +371,108 @@ def test_continue_with_replays_the_conversation_and_answers_the_follow_up() -> N
         "Weather in Lisbon?",
         "And tomorrow?",
     ]
+
+
+def test_wire_request_of_is_pydantic_ais_own_messages() -> None:
+    run = Workflow.of(weather_agent(Counter())).run("Weather in Lisbon?", store=False)
+    wire = run.wire_request_of(1)
+    assert wire["instructions"] == "Be brief."
+    kinds = [m["kind"] for m in wire["messages"]]
+    assert kinds == ["request", "response", "request"]
+    parts = [p["part_kind"] for m in wire["messages"] for p in m["parts"]]
+    assert parts == ["user-prompt", "tool-call", "tool-return"]
+
+
+def approval_agent(counter: Counter) -> PydanticAgent[Any, Any]:
+    """A pydantic-ai agent whose tool asks for approval the framework's own way."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        counter.model += 1
+        last = messages[-1].parts[-1]
+        if last.part_kind == "user-prompt":
+            return ModelResponse(parts=[ToolCallPart("pay", {"amount": 500}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart(f"Done: {last.content}")])
+
+    agent = PydanticAgent(FunctionModel(answer), name="Clerk")
+
+    @agent.tool_plain(requires_approval=True)
+    def pay(amount: int) -> str:
+        counter.tools.append(str(amount))
+        return f"paid {amount}"
+
+    return agent
+
+
+def test_requires_approval_is_a_thena_nb_gate() -> None:
+    counter = Counter()
+    wf = Workflow.of(approval_agent(counter))  # no gate= : the framework's own asks
+    edited = wf.run("pay", approve=lambda p: Decision.edit({"amount": 50}), store=False)
+    assert counter.tools == ["50"]
+    assert edited.output == "Done: paid 50"
+    assert edited.turns[0].tool_calls[0].decision == "edit"
+    denied = wf.run("pay", approve=lambda p: Decision.reject("too much"), store=False)
+    assert counter.tools == ["50"]
+    assert "too much" in denied.output
+    again = wf.run("pay", replay=edited, store=False)
+    assert counter.tools == ["50"] and again.replay_diverged_at is None
+    assert again.output == "Done: paid 50"
+    store = MemoryRunStore()
+    waiting = wf.run("pay", store=store)
+    assert waiting.status == "waiting"
+    done = wf.resume(
+        waiting.run_id, store=store, decisions={"c1": Decision.respond("paid by hand")}
+    )
+    assert counter.tools == ["50"]
+    assert done.output == "Done: paid by hand"
+
+
+def test_resume_finishes_a_run_cut_short_replaying_what_it_had() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter))
+    store = MemoryRunStore()
+
+    async def cut() -> Run:
+        s = wf.session("Weather in Lisbon?", store=store)
+        await s.step()  # turn 0, then paused before the second model call
+        s.stop()
+        return await s.run()
+
+    stopped = asyncio.run(cut())
+    assert stopped.status == "stopped" and len(stopped.turns) == 1
+    assert counter.model == 1
+    done = wf.resume(stopped.run_id, store=store)
+    assert done.status == "finished" and done.output == "Forecast: sunny in Lisbon"
+    assert [t.replayed for t in done.turns] == [True, False]
+    assert counter.model == 2 and counter.tools == ["Lisbon"]
+
+
+def test_a_breakpoint_pauses_a_running_session_after_a_foreign_turn() -> None:
+    counter = Counter()
+    wf = Workflow.of(weather_agent(counter))
+
+    async def go() -> tuple[Any, ...]:
+        s = wf.session("Weather in Lisbon?")
+        s.breakpoints.append(lambda turn: turn.info.called_tool)
+        first = await s.run()
+        at_break = (s.done, len(first.turns), counter.model)
+        last = await s.run()
+        return at_break, (s.done, len(last.turns))
+
+    at_break, end = asyncio.run(go())
+    assert at_break == (False, 1, 1)
+    assert end == (True, 2)
+
+
+def test_a_release_outside_the_supported_range_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from thena_nb import frameworks
+
+    real = metadata.version
+    monkeypatch.setattr(
+        frameworks.metadata,
+        "version",
+        lambda dist: "1.0.3" if dist == "pydantic-ai-slim" else real(dist),
+    )
+    with pytest.raises(ImportError, match=r"supports pydantic-ai-slim from 2\.40.*1\.0\.3"):
+        Workflow.of(weather_agent(Counter()))

@@ -54,7 +54,7 @@ from thena_nb.core._turn import (
 )
 from thena_nb.core.agent import Agent
 from thena_nb.core.events import event
-from thena_nb.core.model import ModelRequest, Reply, ToolSpec
+from thena_nb.core.model import ModelRequest, Reply, ToolSpec, render_request
 from thena_nb.core.report import ReportNode
 from thena_nb.core.tools import SchemaTool, _to_text, _traceback_text, error_observation
 from thena_nb.core.types import Message, SentRequest, ToolCall, Turn, finished
@@ -97,6 +97,8 @@ class ForeignRequest:
         live: Calls the framework's model and returns its answer as a `Reply`.
         model: The model's name.
         max_tokens: The output limit, when the framework sets one.
+        held: Tools whose calls the framework itself holds for approval (pydantic-ai's
+            `requires_approval`): gated, whatever `Workflow.of(..., gate=)` says.
     """
 
     system: str
@@ -105,6 +107,7 @@ class ForeignRequest:
     live: Callable[[], Awaitable[Reply]]
     model: str = ""
     max_tokens: int = 0
+    held: frozenset[str] = frozenset()
 
 
 class _Live:
@@ -115,6 +118,11 @@ class _Live:
         if provider is not False:
             self.provider = provider  # priced like a native adapter (`thena_nb.cost`)
         self.call: Callable[[], Awaitable[Reply]] | None = None
+        self.renderer: Callable[[ModelRequest], dict[str, Any]] = render_request
+
+    def render(self, request: ModelRequest) -> dict[str, Any]:
+        """What the framework was sent for `request`, in its own form (`run.wire_request_of`)."""
+        return self.renderer(request)
 
     async def respond(self, request: ModelRequest) -> Reply:
         assert self.call is not None, "a foreign turn's model is called from its port only"
@@ -145,6 +153,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
         super().__init__(name, model=model, rescue=False)
         self.target = target
         self.gate = gate
+        model.renderer = self.wire
         self._turn_agents: dict[str, tuple[Agent, str]] = {}
         """A turn's agent and its key without the request, by the request's instructions,
         tools and model."""
@@ -162,6 +171,11 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
     @abstractmethod
     def replace(self, **changes: Any) -> ForeignAgent:
         """A copy with some fields of the framework's agent replaced (fork and experiments)."""
+
+    def wire(self, request: ModelRequest) -> dict[str, Any]:
+        """A turn's request as the framework sends it (its messages or input items, as JSON),
+        for `run.wire_request_of`; thena_nb's own form unless the framework says otherwise."""
+        return render_request(request)
 
     def __thena_fingerprint__(self) -> Any:
         return (type(self).__qualname__, self.name, self.configuration(), self._gate_shown())
@@ -188,6 +202,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
         for spec in specs:
             shape.update(spec.model_dump_json().encode())
         shape.update(request.model.encode())
+        shape.update(repr(sorted(request.held)).encode())
         kept = self._turn_agents.get(shape.hexdigest())
         if kept is None:
             tools = [
@@ -198,11 +213,12 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
                     description=spec.description,
                     validate=_portals.schema_check(spec.name, spec.parameters),
                     rescue=False,
-                    gate=self.gated(spec.name),
+                    gate=True if spec.name in request.held else self.gated(spec.name),
                 )
                 for spec in specs
             ]
             live = _Live(request.model or self.model.name, getattr(self.model, "provider", False))
+            live.renderer = self.wire
             found: Agent = Agent(
                 self.name,
                 model=live,
@@ -324,6 +340,19 @@ class TurnPort:
         if call is None or call.decision != "edit" or (open is not None and open.served_tools):
             return None
         return dict(call.arguments)
+
+    def decision_of(self, call_id: str) -> ToolCall | None:
+        """Call `call_id` as the gates decided it (`decision`: approve, edit, reject or
+        respond), as recorded when the turn was served; for a framework that asks for its own
+        approvals. `None` for a call this turn did not propose."""
+        open = self.open
+        call = open.by_id.get(call_id) if open is not None else None
+        if open is None or call is None:
+            return None
+        if open.served_tools and open.recorded is not None:
+            recorded = {c.id: c for c in open.recorded.tool_calls}
+            return recorded.get(call_id, call)
+        return call
 
     def before_tool(self, call_id: str) -> ToolCall | Serve | None:
         """The framework is about to run call `call_id`: `Serve` when it must not (a

@@ -29,10 +29,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic_ai import Agent as _PydanticAgent
+from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ToolFailed, ToolRetryError
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     ModelResponsePart,
@@ -45,6 +47,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RequestUsage
 
 from thena_nb.core.foreign import ForeignAgent, ForeignRequest, GateSpec, Serve, TurnPort, _Live
+from thena_nb.core.model import ModelRequest as ThenaRequest
 from thena_nb.core.model import Reply, ToolSpec
 from thena_nb.core.tools import _to_text
 from thena_nb.core.types import Message, ToolCall
@@ -112,6 +115,16 @@ class PydanticAIStep(ForeignAgent):
                     if isinstance(part, ToolReturnPart):
                         port.after_tool(part.tool_call_id, result=part.model_response_str())
         return result.output
+
+    def wire(self, request: ThenaRequest) -> dict[str, Any]:
+        """A turn's request as pydantic-ai's own records: its instructions, its messages
+        (`ModelMessagesTypeAdapter` JSON) and its tools."""
+        messages = to_pydantic(request.messages, self.name)
+        return {
+            "instructions": request.system,
+            "messages": ModelMessagesTypeAdapter.dump_python(messages, mode="json"),
+            "tools": [spec.model_dump(mode="json") for spec in request.tools],
+        }
 
     def configuration(self) -> Any:
         agent = self.target
@@ -202,11 +215,29 @@ class _Hooks(AbstractCapability[Any]):
             live=live,
             model=getattr(model, "model_name", "") or "",
             max_tokens=int((settings or {}).get("max_tokens") or 0),
+            held=frozenset(t.name for t in params.function_tools if t.kind == "unapproved"),
         )
         reply, proposed, served = await self.port.model_call(asked)
         if not served and "response" in got:
             return got["response"]
         return response_of(reply, proposed, asked.model)
+
+    async def handle_deferred_tool_calls(self, ctx: Any, *, requests: Any) -> Any:
+        """pydantic-ai's own approvals (`requires_approval`) answered by the gates'
+        decisions, which the turn took before its tools (live or as recorded)."""
+        approvals: dict[str, Any] = {}
+        for part in requests.approvals:
+            call = self.port.decision_of(part.tool_call_id)
+            if call is None or call.decision is None:
+                continue
+            if call.decision == "approve":
+                approvals[part.tool_call_id] = ToolApproved()
+            elif call.decision == "edit":
+                approvals[part.tool_call_id] = ToolApproved(override_args=dict(call.arguments))
+            else:  # rejected, or answered by the person: the model reads that instead
+                said = call.error if call.decision == "reject" else call.result
+                approvals[part.tool_call_id] = ToolDenied(said or "")
+        return DeferredToolResults(approvals=approvals) if approvals else None
 
     async def wrap_tool_validate(
         self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
