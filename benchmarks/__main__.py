@@ -33,8 +33,8 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10")
-SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11")
+SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11")
 """The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

@@ -235,6 +235,7 @@ SCRIPTS = [
     Script("W8", "import_cost.py", "import and first run"),
     Script("W9", "adapter_turn.py", "W1 through the real adapters"),
     Script("W10", "stream_reply.py", "a streamed answer"),
+    Script("W11", "foreign_step.py", "a pydantic-ai agent as a step"),
 ]
 
 
