@@ -531,12 +531,102 @@ def test_a_handoff_object_with_a_cycle_back() -> None:
     assert [t.name for t in run.request_of(1).tools] == ["transfer_to_triage"]
 
 
-def test_the_sdks_own_approvals_are_refused_in_favour_of_gates() -> None:
+def test_wire_request_of_is_the_sdks_input_items() -> None:
+    run = Workflow.of(weather_agent(Counter())[0]).run("Weather in Lisbon?", store=False)
+    wire = run.wire_request_of(1)
+    assert wire["instructions"] == "Be brief."
+    assert [i.get("type", "message") for i in wire["input"]] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    message, called, output = wire["input"]
+    assert message == {"role": "user", "content": "Weather in Lisbon?"}
+    assert (called["call_id"], called["name"], json.loads(called["arguments"])) == (
+        "call_1",
+        "get_weather",
+        {"city": "Lisbon"},
+    )
+    assert (output["call_id"], output["output"]) == ("call_1", "sunny in Lisbon")
+    assert [t["name"] for t in wire["tools"]] == ["get_weather"]
+    json.dumps(wire)  # plain JSON data
+
+
+def approval_agent(counter: Counter) -> tuple[SDKAgent[Any], Scripted]:
+    """An SDK agent whose tool asks for approval the SDK's own way (`needs_approval`)."""
+
+    def answer(instructions: str | None, items: list[dict[str, Any]]) -> list[Any]:
+        output = _last_output(items)
+        if output is None:
+            return [call("c1", "pay", {"amount": 500})]
+        return [text(f"Done: {output}")]
+
     @function_tool(needs_approval=True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        counter.tools.append(str(amount))
+        return f"paid {amount}"
+
+    model = Scripted(answer)
+    return SDKAgent(name="Clerk", model=model, tools=[pay]), model
+
+
+def test_needs_approval_is_a_thena_nb_gate() -> None:
+    counter = Counter()
+    agent, model = approval_agent(counter)
+    wf = Workflow.of(agent)  # no gate= : the SDK's own asks
+    edited = wf.run("pay", approve=lambda p: Decision.edit({"amount": 50}), store=False)
+    assert edited.status == "finished"
+    assert counter.tools == ["50"]
+    assert edited.output == "Done: paid 50"
+    done = edited.turns[0].tool_calls[0]
+    assert (done.decision, done.arguments, done.original_arguments) == (
+        "edit",
+        {"amount": 50},
+        {"amount": 500},
+    )
+    assert agent.tools[0].needs_approval is True  # the user's tool is unchanged
+
+    calls = model.calls
+    again = wf.run("pay", replay=edited, store=False)
+    assert (model.calls, counter.tools) == (calls, ["50"])  # no model call, no tool call
+    assert again.replay_diverged_at is None and again.output == "Done: paid 50"
+
+    denied = wf.run("pay", approve=lambda p: Decision.reject("no"), store=False)
+    assert counter.tools == ["50"]  # the tool did not run
+    assert denied.turns[0].tool_calls[0].ok is False
+    assert "no" in denied.output
+
+    store = MemoryRunStore()
+    waiting = wf.run("pay", store=store)
+    assert waiting.status == "waiting" and counter.tools == ["50"]
+    [pending] = waiting.pending
+    assert (pending.call.id, pending.call.name) == ("c1", "pay")
+    finished = wf.resume(waiting.run_id, store=store, decisions={"c1": Decision.approve()})
+    assert finished.status == "finished"
+    assert counter.tools == ["50", "500"]
+    assert finished.output == "Done: paid 500"
+
+
+def test_a_needs_approval_policy_holds_every_call_of_its_tool() -> None:
+    counter = Counter()
+
+    async def small_only(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+        return bool(params.get("city") != "Lisbon")
+
+    @function_tool(needs_approval=small_only)
     def get_weather(city: str) -> str:
         """Current weather for a city."""
+        counter.tools.append(city)
         return f"sunny in {city}"
 
-    agent = SDKAgent(name="Asker", model=Scripted(weather_answer), tools=[get_weather])
-    with pytest.raises(ValueError, match="needs_approval"):
-        Workflow.of(agent).run("Weather?", store=False)
+    agent = SDKAgent(name="Forecaster", model=Scripted(weather_answer), tools=[get_weather])
+    asked: list[str] = []
+
+    def approve(p: Any) -> Decision:
+        asked.append(p.call.name)
+        return Decision.approve()
+
+    run = Workflow.of(agent).run("Weather?", approve=approve, store=False)
+    assert asked == ["get_weather"] and counter.tools == ["Lisbon"]
+    assert run.output == "Forecast: sunny in Lisbon"

@@ -323,7 +323,7 @@ def test_through_the_real_openai_client_against_the_loopback_server() -> None:
     ]
     with ChatCompletionsServer(script) as server:
         model = OpenAIChatModel(
-            "qwen2.5:7b", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-test-1")
+            "gpt-4o-mini", provider=OpenAIProvider(base_url=server.base_url, api_key="sk-test-1")
         )
         agent = PydanticAgent(model, name="Forecaster", instructions="Be brief.")
 
@@ -335,12 +335,14 @@ def test_through_the_real_openai_client_against_the_loopback_server() -> None:
         wf = Workflow.of(agent)
         run = wf.run("Weather in Lisbon?", store=False)
         assert run.output == "Sunny."
-        assert [t.model for t in run.turns] == ["qwen2.5:7b", "qwen2.5:7b"]
+        assert [t.model for t in run.turns] == ["gpt-4o-mini", "gpt-4o-mini"]
+        assert all(t.cost_usd and t.cost_usd > 0 for t in run.turns)  # priced as OpenAI's
         assert run.turns[0].tool_calls[0].id == "call_1"
         assert run.turns[0].input_tokens == 10
         sent = len(server.requests)
         again = wf.run("Weather in Lisbon?", replay=run, store=False)
         assert len(server.requests) == sent and again.replay_diverged_at is None
+        assert again.cost_usd == 0 and again.usage.saved_usd == pytest.approx(run.cost_usd)
         assert "sk-test-1" not in run.to_json()
 
 
@@ -476,3 +478,27 @@ def test_a_release_outside_the_supported_range_says_which(monkeypatch: pytest.Mo
     )
     with pytest.raises(ImportError, match=r"supports pydantic-ai-slim from 2\.40.*1\.0\.3"):
         Workflow.of(weather_agent(Counter()))
+
+
+def test_thena_nb_spans_cover_foreign_turns_and_the_frameworks_own_stay_off() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from thena_nb import telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.instrument(provider)
+    try:
+        Workflow.of(weather_agent(Counter())).run("Weather in Lisbon?", store=False)
+    finally:
+        telemetry.uninstrument()
+    names = [s.name for s in exporter.get_finished_spans()]
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert len(chats) == 2, names  # one per model call: thena_nb's, not also pydantic-ai's
+    assert chats[0].attributes["gen_ai.usage.input_tokens"] > 0
+    turns = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent Forecaster"]
+    assert len(turns) == 2 and turns[0].attributes["gen_ai.agent.name"] == "Forecaster"
+    assert [n for n in names if n.startswith("execute_tool")] == ["execute_tool get_weather"]

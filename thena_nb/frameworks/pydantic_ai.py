@@ -46,6 +46,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
+from thena_nb.core._replay import blake
 from thena_nb.core.foreign import ForeignAgent, ForeignRequest, GateSpec, Serve, TurnPort, _Live
 from thena_nb.core.model import ModelRequest as ThenaRequest
 from thena_nb.core.model import Reply, ToolSpec
@@ -191,6 +192,24 @@ class _Hooks(AbstractCapability[Any]):
     def __init__(self, port: TurnPort, step: PydanticAIStep) -> None:
         self.port = port
         self.step = step
+        self._folded: list[ModelMessage] = []
+        """The messages `_said` has folded into `_hash`, in order (a run's requests grow by
+        the messages of a turn each, as the same objects)."""
+        self._hash = blake()
+
+    def _said(self, messages: Sequence[ModelMessage]) -> str:
+        """The digest of `canonical(messages)`, folding in only the messages new since the
+        last request when it starts with the same message objects (else from scratch), so a
+        request's key costs what is new, not the whole history."""
+        folded = self._folded
+        n = len(folded)
+        if len(messages) < n or any(messages[i] is not folded[i] for i in range(n)):
+            self._folded, self._hash, n = [], blake(), 0
+            folded = self._folded
+        for message in messages[n:]:
+            self._hash.update(repr(canonical([message])).encode())
+            folded.append(message)
+        return str(self._hash.hexdigest())
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
         params = request_context.model_request_parameters
@@ -207,7 +226,7 @@ class _Hooks(AbstractCapability[Any]):
             system=_system(params, request_context.messages),
             tools=[_spec(t) for t in [*params.function_tools, *params.output_tools]],
             canonical=(
-                canonical(request_context.messages),
+                self._said(request_context.messages),
                 [t.name for t in params.output_tools],
                 repr(getattr(params, "output_mode", None)),
                 repr(sorted((settings or {}).items())),
