@@ -14,6 +14,11 @@ made for that run only, so the user's agent is never changed:
   its result is reported (`after_tool`). The SDK's `failure_error_function` still makes a
   tool's exception the text the model reads; the call is recorded as failed, with that text
   and the exception's traceback.
+- a tool's `needs_approval` (true, or a policy function) makes its calls thena_nb gated
+  calls (`ForeignRequest.held`), whatever `gate=` says: the person decides in the turn, before
+  the tool runs (`approve=`, or a waiting run and `resume(decisions=...)`), and the copy has
+  `needs_approval=False`, so the SDK does not stop its run for it. A policy function is not
+  asked: every call of such a tool waits for a decision.
 - handoffs run inside the step: every agent a handoff reaches runs as the same kind of copy,
   its model calls are turns of this step (named after the top agent), and each turn's
   `system` holds the instructions of the agent that answered. A handoff's call is reported
@@ -30,9 +35,9 @@ name, the output schema, the handoffs, the model settings and the prompt.
 
 Hosted tools (web search, file search, code interpreter, ...) run on OpenAI's servers and
 cannot be replayed or gated: an agent that has one is refused. Tools the SDK runs on its
-own (an MCP server's tools) are recorded from their outputs but not held. A tool's
-`needs_approval` pauses the SDK's run, which a step cannot answer: the step fails and says to
-use a gate. The step runs the SDK non-streamed (`Runner.run`).
+own (an MCP server's tools) are recorded from their outputs but not held; if the SDK stops
+for an approval of one of them, the step fails and says so. The step runs the SDK
+non-streamed (`Runner.run`).
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from pydantic import BaseModel
 
 from thena_nb.core.foreign import ForeignAgent, ForeignRequest, GateSpec, Serve, TurnPort, _Live
-from thena_nb.core.model import Reply, ToolSpec
+from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.tools import _to_text
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models.openai_compat import parse_arguments
@@ -129,13 +134,25 @@ class AgentsSDKStep(ForeignAgent):
             held.report_outputs(getattr(item, "raw_item", None) for item in result.new_items)
         finally:
             await held.provider.aclose()
-        if getattr(result, "interruptions", None):
+        stopped = getattr(result, "interruptions", None)
+        if stopped:  # a tool the step does not hold (an MCP server's) asked for approval
+            names = ", ".join(repr(getattr(i, "tool_name", None) or "?") for i in stopped)
             raise ValueError(
-                f"OpenAI Agents SDK agent {self.name!r} stopped for a tool approval "
-                "(`needs_approval`), which a thena_nb step cannot answer; hold the tool with "
-                "a gate instead: `Workflow.of(agent, gate=['tool_name'])`"
+                f"OpenAI Agents SDK agent {self.name!r} stopped for the approval of {names}, "
+                "a tool the SDK runs on its own, which a thena_nb step cannot answer; give the "
+                "step function tools for the calls a person decides (`needs_approval`, or "
+                "`Workflow.of(agent, gate=[...])`)"
             )
         return result.final_output
+
+    def wire(self, request: ModelRequest) -> dict[str, Any]:
+        """A turn's request as the SDK's own: its instructions, its input items (as JSON)
+        and its tools."""
+        return {
+            "instructions": request.system,
+            "input": json.loads(json.dumps(to_items(request.messages, self.name))),
+            "tools": [spec.model_dump(mode="json") for spec in request.tools],
+        }
 
     def configuration(self) -> Any:
         agent = self.agent()
@@ -224,10 +241,12 @@ class _Held:
         if found is not None:
             return found
         _refuse_hosted(agent)
-        tools = [self.tool(t) for t in agent.tools if isinstance(t, FunctionTool)]
+        functions = [t for t in agent.tools if isinstance(t, FunctionTool)]
+        asks = frozenset(t.name for t in functions if t.needs_approval)  # true, or a policy
+        tools = [self.tool(t) for t in functions]
         held = agent.clone(
-            model=_HeldModel(self, agent.name, agent.model), model_settings=agent.model_settings,
-            tools=tools,
+            model=_HeldModel(self, agent.name, agent.model, asks),
+            model_settings=agent.model_settings, tools=tools,
         )  # fmt: skip
         self.copies[id(agent)] = held
         held.handoffs = [self.handoff(h) for h in agent.handoffs]
@@ -273,6 +292,7 @@ class _Held:
 
         outer = copy.copy(inner)
         outer.on_invoke_tool = invoke
+        outer.needs_approval = False  # a thena_nb gate decided the call before it runs
         return outer
 
     def handoff(self, entry: Any) -> Handoff[Any, Any]:
@@ -314,9 +334,13 @@ class _Held:
 class _HeldModel(Model):
     """The copy's model: each call a turn of the step (`TurnPort.model_call`)."""
 
-    def __init__(self, held: _Held, agent_name: str, model: str | Model | None) -> None:
+    def __init__(
+        self, held: _Held, agent_name: str, model: str | Model | None, asks: frozenset[str]
+    ) -> None:
         self.held = held
         self.agent_name = agent_name
+        self.asks = asks
+        """The agent's tools with `needs_approval`: their calls are gated calls."""
         self.named = model
         self.model = _model_name(model) if isinstance(model, Model) else model or ""
 
@@ -376,6 +400,7 @@ class _HeldModel(Model):
             live=live,
             model=self.model,
             max_tokens=int(settings.get("max_tokens") or 0),
+            held=frozenset(s.name for s in specs) & self.asks,
         )
         reply, proposed, served = await held.port.model_call(asked)
         held.proposed = list(proposed)
