@@ -502,3 +502,24 @@ def test_thena_nb_spans_cover_foreign_turns_and_the_frameworks_own_stay_off() ->
     turns = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent Forecaster"]
     assert len(turns) == 2 and turns[0].attributes["gen_ai.agent.name"] == "Forecaster"
     assert [n for n in names if n.startswith("execute_tool")] == ["execute_tool get_weather"]
+
+
+def test_an_experiments_runs_of_one_agent_at_once_keep_to_their_own_calls() -> None:
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        first = messages[0].parts[-1].content
+        last = messages[-1].parts[-1]
+        await asyncio.sleep(0.01 if "1" in str(first) else 0.02)
+        if last.part_kind == "user-prompt":
+            return ModelResponse(parts=[ToolCallPart("echo", {"text": str(first)})])
+        return ModelResponse(parts=[TextPart(f"said {last.content}")])
+
+    agent = PydanticAgent(FunctionModel(answer), name="Echo")
+
+    @agent.tool_plain
+    def echo(text: str) -> str:
+        return text
+
+    inputs = [f"case {i}" for i in range(6)]
+    exp = Workflow.of(agent).map(inputs, concurrency=6, store=False)
+    outputs = {r.input: r.output for r in exp.runs}
+    assert outputs == {i: f"said {i}" for i in inputs}

@@ -154,9 +154,6 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
         self.target = target
         self.gate = gate
         model.renderer = self.wire
-        self._turn_agents: dict[str, tuple[Agent, str]] = {}
-        """A turn's agent and its key without the request, by the request's instructions,
-        tools and model."""
 
     @abstractmethod
     async def drive(self, port: TurnPort) -> Any:
@@ -193,9 +190,14 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
             return g
         return tool_name in g
 
-    def turn_agent(self, request: ForeignRequest) -> Agent:
+    def turn_agent(self, request: ForeignRequest, made: dict[str, tuple[Agent, str]]) -> Agent:
         """The `Agent` a turn is made with: this agent's name, the request's instructions
-        and tools (gated as asked), and a key that covers the whole request."""
+        and tools (gated as asked), and a key that covers the whole request.
+
+        `made` keeps the agents one run of the step made (with their keys before the
+        request), by the request's instructions, tools and model: a turn's agent carries the
+        call to its framework's model, so runs of the step (an experiment's, at once) never
+        share one."""
         specs = request.tools
         shape = blake()
         shape.update(request.system.encode())
@@ -203,7 +205,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
             shape.update(spec.model_dump_json().encode())
         shape.update(request.model.encode())
         shape.update(repr(sorted(request.held)).encode())
-        kept = self._turn_agents.get(shape.hexdigest())
+        kept = made.get(shape.hexdigest())
         if kept is None:
             tools = [
                 SchemaTool(
@@ -227,7 +229,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
                 rescue=False,
                 max_tokens=request.max_tokens,
             )
-            kept = self._turn_agents[shape.hexdigest()] = (found, found.key)
+            kept = made[shape.hexdigest()] = (found, found.key)
         found, base = kept
         h = blake()
         h.update(base.encode())
@@ -268,7 +270,7 @@ class TurnPort:
         self.at = at
         self.node = node
         self.open: _Open | None = None
-        self.started = len(at.scope.history)
+        self._made: dict[str, tuple[Agent, str]] = {}
 
     @property
     def history(self) -> list[Message]:
@@ -290,7 +292,7 @@ class TurnPort:
         if control.checkpoint is not None and may_pause(at):
             await control.checkpoint("model")
         gate(control)
-        agent = self.step.turn_agent(asked)
+        agent = self.step.turn_agent(asked, self._made)
         key, recorded = request(agent, at, path)
         if _observe.observer is not None:
             _observe.observer.turn_started(agent, at, node, recorded)
