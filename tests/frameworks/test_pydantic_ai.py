@@ -523,3 +523,26 @@ def test_an_experiments_runs_of_one_agent_at_once_keep_to_their_own_calls() -> N
     exp = Workflow.of(agent).map(inputs, concurrency=6, store=False)
     outputs = {r.input: r.output for r in exp.runs}
     assert outputs == {i: f"said {i}" for i in inputs}
+
+
+def test_the_models_text_streams_to_listeners_live_and_replayed() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    agent = PydanticAgent(TestModel(custom_output_text="Sunny in Lisbon today."), name="Sky")
+    wf = Workflow.of(agent)
+
+    async def listen(replay: Run | None) -> tuple[Run, list[str], list[str]]:
+        s = wf.session("Weather?", replay=replay)
+        kinds: list[str] = []
+        pieces: list[str] = []
+        s.subscribe(lambda e: kinds.append(e.kind))
+        s.subscribe(lambda e: pieces.append(e.text) if e.kind == "text_delta" else None)
+        return await s.run(), kinds, pieces
+
+    run, kinds, pieces = asyncio.run(listen(None))
+    assert run.output == "Sunny in Lisbon today."
+    assert len(pieces) > 1 and "".join(pieces) == "Sunny in Lisbon today."
+    assert kinds.index("turn_started") < kinds.index("text_delta") < kinds.index("turn_finished")
+    again, _, replayed_pieces = asyncio.run(listen(run))
+    assert again.replay_diverged_at is None and again.output == run.output
+    assert replayed_pieces == []  # a served answer is no model call: nothing streams

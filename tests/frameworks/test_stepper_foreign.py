@@ -52,3 +52,22 @@ async def test_the_stepper_steps_a_pydantic_ai_agent_one_model_call_at_a_time() 
     assert stepper.status == "finished" and stepper.turn_count == 2
     shown = stepper.turn_html.value
     assert "<script>" not in shown and "&lt;script&gt;" in shown
+
+
+async def test_the_stepper_on_a_streaming_model_records_its_tool_calls() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    agent = PydanticAgent(TestModel(), name="Tester")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        return f"sunny in {city}"
+
+    stepper = Workflow.of(agent).stepper("Weather?")  # listens: pydantic-ai streams
+    stepper.chart_delay = 0
+    turn = await click(stepper.run_button, stepper)
+    assert stepper.status == "finished" and stepper.turn_count == 2
+    assert turn is not None
+    run = stepper.session.result
+    [call] = run.turns[0].tool_calls
+    assert (call.name, call.ok, call.result) == ("get_weather", True, "sunny in a")

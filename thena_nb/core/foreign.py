@@ -282,6 +282,20 @@ class TurnPort:
         """What `wf.run(input, deps=...)` passed for the framework's dependencies."""
         return self.at.control.deps
 
+    @property
+    def streaming(self) -> bool:
+        """Whether someone listens for text as it arrives (`Session.subscribe`, the Stepper):
+        a framework that can stream its model's answer then does, and tells `text_delta`."""
+        return bool(self.at.control.subscribers)
+
+    def text_delta(self, text: str) -> None:
+        """A piece of the model's text as it arrives: a `"text_delta"` event, as a streaming
+        native adapter sends; none for a served answer (no model call, as in a native replay)."""
+        control = self.at.control
+        served = self.open is not None and self.open.recorded is not None
+        if control.subscribers and text and not served:
+            control.emit(event("text_delta", path=self.node.path, agent=self.step.name, text=text))
+
     async def model_call(self, asked: ForeignRequest) -> tuple[Reply, list[ToolCall], bool]:
         """A model call of the framework: the reply (live or served), its calls with the
         gates' decisions, and whether it was served (no model call was made)."""

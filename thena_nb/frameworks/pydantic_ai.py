@@ -25,7 +25,7 @@ instructions, tools, output tools and model settings.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from typing import Any, Literal
 
 from pydantic_ai import Agent as _PydanticAgent
@@ -38,12 +38,16 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     ModelResponsePart,
+    PartDeltaEvent,
+    PartStartEvent,
     TextPart,
+    TextPartDelta,
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from thena_nb.core._replay import blake
@@ -106,9 +110,14 @@ class PydanticAIStep(ForeignAgent):
         if "system" in changes:
             changes["instructions"] = changes.pop("system")
         hooks = _Hooks(port, self)
+        model = changes.get("model", self.target.model)
+        stream = hooks.stream if port.streaming and _streams(model) else None
         with self.target.override(**changes) if changes else _nothing():
             result = await self.target.run(
-                message_history=messages, deps=port.deps, capabilities=[hooks]
+                message_history=messages,
+                deps=port.deps,
+                capabilities=[hooks],
+                event_stream_handler=stream,
             )
         for message in result.new_messages()[-1:]:  # output tools' returns, which run no tool
             if isinstance(message, ModelRequest):
@@ -158,6 +167,12 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _streams(model: Any) -> bool:
+    """Whether the model can stream: all of pydantic-ai's can, but a `FunctionModel` without
+    a `stream_function`."""
+    return not (isinstance(model, FunctionModel) and model.stream_function is None)
 
 
 def _described(value: Any) -> Any:
@@ -210,6 +225,15 @@ class _Hooks(AbstractCapability[Any]):
             self._hash.update(repr(canonical([message])).encode())
             folded.append(message)
         return str(self._hash.hexdigest())
+
+    async def stream(self, ctx: Any, events: AsyncIterable[Any]) -> None:
+        """The run's events as they come (it streams when someone listens): its text, to the
+        port as it arrives."""
+        async for ev in events:
+            if isinstance(ev, PartStartEvent) and isinstance(ev.part, TextPart):
+                self.port.text_delta(ev.part.content)
+            elif isinstance(ev, PartDeltaEvent) and isinstance(ev.delta, TextPartDelta):
+                self.port.text_delta(ev.delta.content_delta)
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
         params = request_context.model_request_parameters
