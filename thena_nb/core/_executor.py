@@ -46,21 +46,14 @@ async def run_step(
 ) -> bool:
     """Run one step; returns whether a turn or function step ran."""
     match step:
-        case ForeignAgent():
-            here = new_node("agent", step.name, path, iteration)
-            parent.children.append(here)
-            try:
-                await run_foreign(step, at, here)
-            except Halt:
-                if not here.turns:
-                    parent.children.remove(here)
-                raise
-            return True
         case Agent():
             here = new_node("agent", step.name, path, iteration)
             parent.children.append(here)
             try:
-                await take_turn(step, at, here)
+                if isinstance(step, ForeignAgent):
+                    await run_foreign(step, at, here)  # its whole run: a turn per model call
+                else:
+                    await take_turn(step, at, here)
             except Halt:
                 if not here.turns:  # halted before its model call: no turn, no node
                     parent.children.remove(here)

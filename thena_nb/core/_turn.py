@@ -65,23 +65,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     key, recorded = request(agent, at, path)
     if agent.sources:
         agent = await for_turn(agent, control, recorded)  # opened once per run
-    if _observe.observer is not None:
-        _observe.observer.turn_started(agent, at, node, recorded)
     started_at, t0 = datetime.now(UTC), time.perf_counter()
-    at.in_call = True  # what `Session.stop()` cancels
-    try:
-        reply, attempts, sent = await model(agent, at, path, recorded)
-    except asyncio.CancelledError:
-        stopped_during_call(control)
-        raise
-    except Exception as exc:
-        if _observe.observer is not None:
-            _observe.observer.turn_failed(node, exc)
-        node.error = f"{type(exc).__name__}: {exc}"
-        note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {path!r}")
-        raise
-    finally:
-        at.in_call = False
+    reply, attempts, sent = await answered(agent, at, node, recorded)
     history = at.scope.history
     first = len(history)
     reply, proposed = calls(agent, reply, key, history, recorded)
@@ -107,6 +92,31 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     if at.stopped is not None:
         raise Halt("stop", at.stopped)  # `Session.stop()` cut the tools short: kept, then stop
     return turn
+
+
+async def answered(
+    agent: Agent, at: Position, node: ReportNode, recorded: Turn | None
+) -> tuple[Reply, int, SentRequest | None]:
+    """The model phase as a turn runs it (`model`), told to the observer, with
+    `Session.stop()` able to cancel the call and a failure noted on the turn's node."""
+    control = at.control
+    path = node.path
+    if _observe.observer is not None:
+        _observe.observer.turn_started(agent, at, node, recorded)
+    at.in_call = True  # what `Session.stop()` cancels
+    try:
+        return await model(agent, at, path, recorded)
+    except asyncio.CancelledError:
+        stopped_during_call(control)
+        raise
+    except Exception as exc:
+        if _observe.observer is not None:
+            _observe.observer.turn_failed(node, exc)
+        node.error = f"{type(exc).__name__}: {exc}"
+        note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {path!r}")
+        raise
+    finally:
+        at.in_call = False
 
 
 # -- gate ------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ run's history, closes the last turn, and makes the framework's output the step's
 
 from __future__ import annotations
 
-import asyncio
 import time
 from abc import ABCMeta, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,14 +42,13 @@ from thena_nb.core._turn import (
     _recorded_results,
     _restore_state,
     _turn,
+    answered,
     calls,
     decided,
     gate,
     may_pause,
-    model,
     record,
     request,
-    stopped_during_call,
 )
 from thena_nb.core.agent import Agent
 from thena_nb.core.events import event
@@ -308,23 +306,8 @@ class TurnPort:
         gate(control)
         agent = self.step.turn_agent(asked, self._made)
         key, recorded = request(agent, at, path)
-        if _observe.observer is not None:
-            _observe.observer.turn_started(agent, at, node, recorded)
         started_at, t0 = datetime.now(UTC), time.perf_counter()
-        at.in_call = True
-        try:
-            reply, attempts, sent = await model(agent, at, path, recorded)
-        except asyncio.CancelledError:
-            stopped_during_call(control)
-            raise
-        except Exception as exc:
-            if _observe.observer is not None:
-                _observe.observer.turn_failed(node, exc)
-            node.error = f"{type(exc).__name__}: {exc}"
-            note_once(exc, f"in turn {len(at.scope.turns)} of agent {agent.name!r} at {path!r}")
-            raise
-        finally:
-            at.in_call = False
+        reply, attempts, sent = await answered(agent, at, node, recorded)
         history = at.scope.history
         first = len(history)
         reply, proposed = calls(agent, reply, key, history, recorded)
