@@ -50,10 +50,10 @@ async def run_step(
             here = new_node("agent", step.name, path, iteration)
             parent.children.append(here)
             try:
-                if isinstance(step, ForeignAgent):
-                    await run_foreign(step, at, here)  # its whole run: a turn per model call
-                else:
+                if type(step) is Agent or not isinstance(step, ForeignAgent):
                     await take_turn(step, at, here)
+                else:
+                    await run_foreign(step, at, here)  # its whole run: a turn per model call
             except Halt:
                 if not here.turns:  # halted before its model call: no turn, no node
                     parent.children.remove(here)
