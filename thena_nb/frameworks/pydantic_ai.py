@@ -24,6 +24,7 @@ instructions, tools, output tools and model settings.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterable, Sequence
 from typing import Any, Literal
@@ -112,7 +113,7 @@ class PydanticAIStep(ForeignAgent):
         hooks = _Hooks(port, self)
         model = changes.get("model", self.target.model)
         stream = hooks.stream if port.streaming and _streams(model) else None
-        with self.target.override(**changes) if changes else _nothing():
+        with self.target.override(**changes) if changes else contextlib.nullcontext():
             result = await self.target.run(
                 message_history=messages,
                 deps=port.deps,
@@ -159,14 +160,6 @@ class PydanticAIStep(ForeignAgent):
         return PydanticAIStep(
             self.target, name=self.name, gate=self.gate, overrides={**self.overrides, **changes}
         )
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _streams(model: Any) -> bool:
