@@ -546,3 +546,25 @@ def test_the_models_text_streams_to_listeners_live_and_replayed() -> None:
     again, _, replayed_pieces = asyncio.run(listen(run))
     assert again.replay_diverged_at is None and again.output == run.output
     assert replayed_pieces == []  # a served answer is no model call: nothing streams
+
+
+def test_the_views_and_scored_repeats_of_a_foreign_run(tmp_path: Any) -> None:
+    from thena_nb import Case, scorers
+
+    wf = Workflow.of(
+        PydanticAgent(FunctionModel(_pure_answer), name="Forecaster", tools=[_pure_weather])
+    )
+    run = wf.run("<b>Weather</b> in Lisbon?", store=False)
+    assert list(run.frame()["agent"]) == ["Forecaster", "Forecaster"]
+    assert run.failure_chart() is not None
+    page = run.to_html(tmp_path / "run.html").read_text()
+    assert "_pure_weather" in page and "<b>Weather</b>" not in page
+    exp = wf.map(
+        [Case("Weather in Lisbon?", expected="sunny")],
+        scorers=[scorers.contains(), scorers.no_failed_tools()],
+        repeats=3,
+        store=False,
+    )
+    frame = exp.frame()
+    assert len(frame) == 3 and set(frame["status"]) == {"finished"}
+    assert frame.filter(like="contains").iloc[:, 0].eq(1.0).all()
