@@ -163,9 +163,43 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
         """What the agent is, for fingerprints: model and settings, instructions, tools'
         functions, output type (values and functions, never memory addresses)."""
 
-    @abstractmethod
+    changeable = ("instructions", "system", "model", "model_settings", "name")
+    """What `replace` (fork's and experiments' `changes`) may change; `system` is
+    `instructions`."""
+    overrides: dict[str, Any]
+    """The changes `replace` made, applied to the framework's agent when the step runs."""
+
+    @classmethod
+    def step_name(cls, agent: Any, name: str | None, overrides: dict[str, Any]) -> str:
+        """The step's name: a changed one, else the agent's, else `Workflow.of(name=)`.
+
+        Raises:
+            ValueError: None of them is given (the message says how to give one).
+        """
+        found: str | None = overrides.get("name") or getattr(agent, "name", None) or name
+        if not found:
+            raise ValueError(
+                f"this {cls.framework} agent has no name; give it one (e.g. "
+                f"`Agent(..., name='Forecaster')`) or pass `Workflow.of(agent, name='Forecaster')`"
+            )
+        return found
+
     def replace(self, **changes: Any) -> ForeignAgent:
-        """A copy with some fields of the framework's agent replaced (fork and experiments)."""
+        """A copy with some fields of the framework's agent replaced (fork and experiments).
+
+        Raises:
+            ValueError: A field is not one of `changeable` (the message lists them).
+        """
+        unknown = sorted(set(changes) - set(self.changeable))
+        if unknown:
+            raise ValueError(
+                f"{self.framework} agent {self.name!r} has no changeable field "
+                f"{unknown[0]!r}; changeable fields: {', '.join(self.changeable)}"
+            )
+        step: Any = type(self)
+        return step(
+            self.target, name=self.name, gate=self.gate, overrides={**self.overrides, **changes}
+        )
 
     def wire(self, request: ModelRequest) -> dict[str, Any]:
         """A turn's request as the framework sends it (its messages or input items, as JSON),

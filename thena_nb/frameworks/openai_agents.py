@@ -73,7 +73,6 @@ from thena_nb.models.openai_compat import parse_arguments
 
 __all__ = ["AgentsSDKStep", "is_agent"]
 
-_CHANGEABLE = ("instructions", "system", "model", "model_settings", "name")
 _PER_RUN = frozenset({"id", "status", "created_at", "response_id", "logprobs", "annotations"})
 """Keys of the SDK's items that differ from run to run (or hold nothing the model reads)."""
 
@@ -109,12 +108,7 @@ class AgentsSDKStep(ForeignAgent):
         overrides = dict(overrides or {})
         if "system" in overrides:
             overrides["instructions"] = overrides.pop("system")
-        step_name: str | None = overrides.get("name") or agent.name or name
-        if not step_name:
-            raise ValueError(
-                "this OpenAI Agents SDK agent has no name; give it one "
-                "(`Agent(name='Forecaster')`) or pass `Workflow.of(agent, name='Forecaster')`"
-            )
+        step_name = self.step_name(agent, name, overrides)
         _refuse_hosted(agent)
         self.overrides = overrides
         model = overrides.get("model", agent.model)
@@ -163,19 +157,6 @@ class AgentsSDKStep(ForeignAgent):
             [_tool_description(t) for t in agent.tools],
             [getattr(h, "name", None) or getattr(h, "agent_name", "") for h in agent.handoffs],
             repr(agent.output_type),
-        )
-
-    def replace(self, **changes: Any) -> AgentsSDKStep:
-        unknown = sorted(set(changes) - set(_CHANGEABLE))
-        if unknown:
-            raise ValueError(
-                f"OpenAI Agents SDK agent {self.name!r} has no changeable field {unknown[0]!r}; "
-                f"changeable fields: {', '.join(_CHANGEABLE)}"
-            )
-        if "system" in changes:
-            changes["instructions"] = changes.pop("system")
-        return AgentsSDKStep(
-            self.target, name=self.name, gate=self.gate, overrides={**self.overrides, **changes}
         )
 
 

@@ -62,7 +62,6 @@ __all__ = ["PydanticAIStep", "is_agent"]
 
 _OFFLINE = frozenset({"function", "test"})
 """pydantic-ai's offline models' `system`: billed by no one."""
-_CHANGEABLE = ("instructions", "system", "model", "model_settings", "name")
 
 
 def is_agent(obj: Any) -> bool:
@@ -95,12 +94,7 @@ class PydanticAIStep(ForeignAgent):
         overrides: dict[str, Any] | None = None,
     ) -> None:
         overrides = dict(overrides or {})
-        step_name: str | None = overrides.get("name") or agent.name or name
-        if not step_name:
-            raise ValueError(
-                "this pydantic-ai agent has no name; give it one (`Agent(..., name='Forecaster')`)"
-                " or pass `Workflow.of(agent, name='Forecaster')`"
-            )
+        step_name = self.step_name(agent, name, overrides)
         self.overrides = overrides
         model = overrides.get("model", agent.model)
         super().__init__(step_name, target=agent, model=_model_of(model), gate=gate)
@@ -148,17 +142,6 @@ class PydanticAIStep(ForeignAgent):
             [(t.name, t.description, t.function) for t in agent._function_toolset.tools.values()],
             repr(agent.output_type),
             self.overrides.get("model_settings", agent.model_settings),
-        )
-
-    def replace(self, **changes: Any) -> PydanticAIStep:
-        unknown = sorted(set(changes) - set(_CHANGEABLE))
-        if unknown:
-            raise ValueError(
-                f"pydantic-ai agent {self.name!r} has no changeable field {unknown[0]!r}; "
-                f"changeable fields: {', '.join(_CHANGEABLE)}"
-            )
-        return PydanticAIStep(
-            self.target, name=self.name, gate=self.gate, overrides={**self.overrides, **changes}
         )
 
 
