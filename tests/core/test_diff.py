@@ -72,10 +72,49 @@ def test_a_fork_with_a_changed_system_prompt_diverges_at_the_fork_point() -> Non
     assert (div.turn_a, div.turn_b, div.cause, div.changed) == (2, 2, "agent", ("system",))
     assert div.step_path == "sums/0.loop/0.Calc"
     assert "system prompt '' → 'Be brief.'" in div.detail
-    # The reused turns' request keys differ (the whole fork has the new prompt), but a
-    # reused turn with the same reply and results is not a divergence.
+    # The copied turns asked what the parent's asked (their request keys are the parent's):
+    # the frame and `first_divergence` agree that the runs part at turn 2.
     assert [p.reused for p in d.pairs[:2]] == [True, True]
-    assert all("request" in p.differs for p in d.pairs[:2])
+    assert [p.differs for p in d.pairs[:2]] == [(), ()]
+    assert [t.request_key for t in forked.turns[:2]] == [t.request_key for t in run.turns[:2]]
+    frame = d.frame()
+    assert frame["differs"].isna().tolist()[:2] == [True, True]
+    assert not frame["request_differs"].iloc[:2].any()
+    assert frame["request_differs"].iloc[2]
+
+
+def test_a_fork_of_a_fork_keeps_the_first_runs_request_keys() -> None:
+    run = sums().run("go", store=False)
+    first = run.fork(1, changes={"Calc": {"system": "Be brief."}}, store=False)
+    second = first.fork(2, changes={"Calc": {"system": "Be briefer."}}, store=False)
+    assert second.turns[0].request_key == run.turns[0].request_key
+    assert second.turns[1].request_key == first.turns[1].request_key != run.turns[1].request_key
+    assert first.diff(second).first_divergence.turn_a == 2  # type: ignore[union-attr]
+
+
+def test_a_gate_edit_is_no_other_reply_when_the_model_said_the_same() -> None:
+    """Two runs whose gate edited the same model call otherwise: the model answered alike
+    (the diff compares `original_arguments`), and what ran differs as the call's outcome."""
+    from thena_nb import Decision
+
+    gated_add = tool(add.fn, name="add", gate=True)
+
+    def run_with(edit: dict[str, int]) -> Run:
+        agent = Agent("Calc", model=ScriptedModel([add_call(1, 1), "done"]), tools=[gated_add])
+        wf = Workflow("sums", [loop(steps=[agent], until=until_answered)])
+        return wf.run("go", store=False, approve=lambda call: Decision.edit(edit))
+
+    a, b = run_with({"a": 5, "b": 5}), run_with({"a": 6, "b": 6})
+    assert a.turns[0].tool_calls[0].original_arguments == {"a": 1, "b": 1}
+    d = a.diff(b)
+    first = d.pairs[0]
+    assert "reply" not in first.differs
+    assert "tool_results" in first.differs
+    div = d.first_divergence
+    assert div is not None and div.cause == "tool_result"
+    assert "a gate edited the call otherwise: add(a=5, b=5) → add(a=6, b=6)" in div.detail
+    same = a.diff(run_with({"a": 5, "b": 5}))
+    assert same.first_divergence is None
 
 
 def test_a_replay_with_a_changed_prompt_diverges_where_that_agent_first_asks() -> None:

@@ -151,6 +151,11 @@ class Replay:
         """The recorded state snapshot after turn `index`, if one was kept."""
         return self._states.get(index)
 
+    def copies(self, turn: Turn) -> bool:
+        """Whether served `turn` is kept as it was asked, request key included (a plain
+        replay serves only turns whose key matches anyway)."""
+        return True
+
 
 class ForkReplay(Replay):
     """Serve turns `0..at-1` by step path alone: a fork changes the workflow on purpose.
@@ -227,6 +232,12 @@ class ForkReplay(Replay):
                 f"without `changes=` that alter the steps before it."
             )
         self.diverged_at = index
+
+    def copies(self, turn: Turn) -> bool:
+        # Turns before `at` are copies of the parent's, asked as the parent asked them
+        # (`run.diff` of parent and fork agrees with `first_divergence`); an edited turn
+        # was asked by the changed workflow.
+        return self.live_from is None or turn.index < self.live_from
 
     def state_after(self, index: int) -> Any:
         # An edited turn keeps the state as it stood before it (its tools ran anew, or not).

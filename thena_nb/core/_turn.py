@@ -165,6 +165,8 @@ def request(agent: Agent, at: Position, path: str) -> tuple[str, Turn | None]:
     recorded = None
     if replay is not None:
         recorded = replay.lookup(len(scope.turns), path, key, in_branch=not at.top_level)
+        if recorded is not None and recorded.request_key and replay.copies(recorded):
+            key = recorded.request_key  # a fork's copied turn asked what its parent asked
     return key, recorded
 
 

@@ -315,11 +315,24 @@ def _pair(ta: Turn, tb: Turn) -> TurnPair:
 
 
 def _reply(turn: Turn) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
-    return turn.info.response, [(c.name, c.source, c.arguments) for c in turn.tool_calls]
+    """What the model answered: its text and its calls with the arguments *it* wrote (a
+    gate's edit is what ran, not what the model said: `original_arguments`)."""
+    return turn.info.response, [(c.name, c.source, _said(c)) for c in turn.tool_calls]
 
 
-def _results(turn: Turn) -> list[tuple[bool | None, str | None, str | None]]:
-    return [(c.ok, c.result, c.error) for c in turn.tool_calls]
+def _said(call: Any) -> dict[str, Any]:
+    original = call.original_arguments
+    return call.arguments if original is None else original
+
+
+def _ran(call: Any) -> tuple[bool | None, str | None, str | None, dict[str, Any] | None]:
+    """What a call did: its outcome, and the arguments it ran with when a gate edited them."""
+    edited = None if call.original_arguments is None else call.arguments
+    return call.ok, call.result, call.error, edited
+
+
+def _results(turn: Turn) -> list[tuple[bool | None, str | None, str | None, Any]]:
+    return [_ran(c) for c in turn.tool_calls]
 
 
 # -- causes ----------------------------------------------------------------------------------
@@ -479,11 +492,13 @@ def _tool_result_cause(pair: TurnPair, ta: Turn, tb: Turn) -> Divergence:
     names: list[str] = []
     first = ""
     for ca, cb in zip(ta.tool_calls, tb.tool_calls, strict=True):
-        if (ca.ok, ca.result, ca.error) == (cb.ok, cb.result, cb.error):
+        if _ran(ca) == _ran(cb):
             continue
         if ca.name not in names:
             names.append(ca.name)
-        if not first:
+        if not first and _ran(ca)[3] != _ran(cb)[3]:
+            first = f"a gate edited the call otherwise: {_call(ca)} → {_call(cb)}"
+        elif not first:
             first = f"{_call(ca)} returned {_outcome(ca)} → {_outcome(cb)}"
     return _made(pair, "tool_result", f"the same call gave another result: {first}", tuple(names))
 
