@@ -232,6 +232,43 @@ async def test_a_session_can_pause_before_a_turns_tools() -> None:
     assert s.paused_at is None
 
 
+class GatedModel:
+    """A scripted model whose first call waits for `release`: a test pauses while it answers."""
+
+    def __init__(self, replies: list[object]) -> None:
+        self.scripted = ScriptedModel(replies)  # type: ignore[arg-type]
+        self.name = self.scripted.name
+        self.answering = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def respond(self, request: object) -> object:
+        self.answering.set()
+        await self.release.wait()
+        return await self.scripted.respond(request)  # type: ignore[arg-type]
+
+
+async def test_pause_while_the_model_answers_pauses_before_that_turns_tools() -> None:
+    """A pause asked during a model call takes effect at the next pause point, which is
+    before that turn's tools: none runs until the session goes on."""
+    ran: list[str] = []
+    model = GatedModel([add_call(2, 3), "done"])
+    wf = Workflow("w", [loop(steps=[calc([])], until=until_answered)])
+    wf.steps[0].steps[0].model = model  # type: ignore[attr-defined]
+    s = wf.session("go", store=False)
+    s.subscribe(lambda e: ran.append(e.kind) if e.kind == "tool_finished" else None)
+    running = asyncio.ensure_future(s.run())
+    await model.answering.wait()
+    s.pause()
+    model.release.set()
+    await running
+    assert s.paused and s.paused_at == "tools"
+    assert ran == [] and s.result.turns == []
+    assert (await s.run()).output == "done"
+    assert ran == ["tool_finished"] and [t.tool_calls[0].result for t in s.result.turns[:1]] == [
+        "5"
+    ]
+
+
 async def test_a_turn_with_no_calls_does_not_pause_before_tools() -> None:
     s = Workflow("w", [Agent("A", model=ScriptedModel(["hi"]))]).session("go", store=False)
     s.pause_before_tools = True

@@ -238,22 +238,33 @@ def _held_loop(held: _Held) -> Workflow:
     return Workflow("w", [loop(steps=[agent], until=until_answered)])
 
 
-async def test_pause_stops_a_running_session_at_the_next_model_call() -> None:
+async def test_pause_during_a_model_call_stops_before_that_turns_tools() -> None:
     held = _Held([add_call(), add_call(), "done"])
     s = _held_loop(held).session("go", store=False)
     task = asyncio.ensure_future(s.run())
     call = await held.entered()
     s.pause()
-    call.set_result(None)  # the turn in flight finishes, its tools run, then it pauses
+    call.set_result(None)  # the model answers; the next pause point is before its tools
     run = await asyncio.wait_for(task, 2)
-    assert s.paused and not s.done and s.paused_at == "model"
-    assert len(run.turns) == 1 and run.turns[0].tool_calls[0].ok
-    assert run.status == "running" and s.breakpoint_hit is None
-    task = asyncio.ensure_future(s.run())
+    assert s.paused and not s.done and s.paused_at == "tools"
+    assert run.turns == [] and run.status == "running" and s.breakpoint_hit is None
+    task = asyncio.ensure_future(s.run())  # the tools run, then the next turns
     await held.answer()
     await held.answer()
     run = await asyncio.wait_for(task, 2)
     assert s.done and run.status == "finished" and len(run.turns) == 3
+    assert run.turns[0].tool_calls[0].ok
+
+
+async def test_pause_between_turns_stops_at_the_next_model_call() -> None:
+    held = _Held([add_call(), add_call(), "done"])
+    s = _held_loop(held).session("go", store=False)
+    s.subscribe(lambda e: s.pause() if e.kind == "turn_finished" else None)
+    task = asyncio.ensure_future(s.run())
+    await held.answer()
+    run = await asyncio.wait_for(task, 2)
+    assert s.paused and s.paused_at == "model"
+    assert len(run.turns) == 1 and run.turns[0].tool_calls[0].ok
 
 
 async def test_pause_stops_before_tools_when_pausing_there() -> None:

@@ -82,6 +82,7 @@ class RunControl:
         "on_branch_turn",
         "on_turn",
         "pause_before_tools",
+        "pause_requested",
         "recorder",
         "replay",
         "retry",
@@ -110,6 +111,9 @@ class RunControl:
         self.retry = retry
         self.checkpoint = checkpoint
         self.pause_before_tools = False
+        self.pause_requested = False
+        """`Session.pause()` was asked and has not taken effect: the next pause point
+        pauses, the one before a turn's tools included."""
         self.stop_requested = False
         self.subscribers: list[Callable[[Event], Any]] = []
         self.on_turn: list[Callable[[Turn], Any]] = []

@@ -133,6 +133,14 @@ def gate(control: RunControl) -> None:
             raise Halt("budget", spent)
 
 
+def pauses_before_tools(control: RunControl) -> bool:
+    """Whether the pause point before a turn's tools is open: `pause_before_tools`, or a
+    `Session.pause()` asked while the model was answering (its tools wait for `continue_()`)."""
+    return control.checkpoint is not None and (
+        control.pause_before_tools or control.pause_requested
+    )
+
+
 def may_pause(at: Position) -> bool:
     """Whether the session's pause points apply at `at`: at the top level, and in the one
     parallel branch a stepping session runs at a time (`RunControl.in_order`)."""
@@ -392,8 +400,9 @@ async def tools(
     if recorded is not None and control.replay is not None and not control.replay.rerun_tools:
         done = _recorded_results(proposed, recorded)
     else:
-        if control.pause_before_tools and control.checkpoint is not None and may_pause(at):
-            await control.checkpoint("tools")
+        checkpoint = control.checkpoint
+        if checkpoint is not None and pauses_before_tools(control) and may_pause(at):
+            await checkpoint("tools")
         emit = bool(control.subscribers)
         at.in_tools = True  # what `Session.stop()` cancels, beside a model call
         try:

@@ -47,6 +47,7 @@ from thena_nb.core._turn import (
     decided,
     gate,
     may_pause,
+    pauses_before_tools,
     record,
     request,
 )
@@ -67,7 +68,10 @@ __all__ = [
     "run_foreign",
 ]
 
-KINDS = "a thena_nb `Agent`, a pydantic-ai `Agent` or an OpenAI Agents SDK `Agent`"
+KINDS = (
+    "a thena_nb `Agent`, a pydantic-ai `Agent`, an OpenAI Agents SDK `Agent`, a compiled "
+    "LangGraph graph or a smolagents agent"
+)
 """What `Workflow.of` takes, as its error says (`thena_nb.frameworks` holds the others)."""
 
 GateSpec = bool | Sequence[str] | Callable[[ToolCall], Any] | None
@@ -353,7 +357,7 @@ class TurnPort:
                 proposed = await decided(
                     agent, at, path, (key, sent), recorded, reply, proposed, timing
                 )
-            pause = proposed and not served_tools and control.pause_before_tools
+            pause = proposed and not served_tools and pauses_before_tools(control)
             if pause and control.checkpoint is not None and may_pause(at):
                 await control.checkpoint("tools")
         except Halt:

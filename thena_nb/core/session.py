@@ -195,15 +195,16 @@ class Session:
             self._keeper.check_decided("run()")
         self._mode = "run"
         self.breakpoint_hit = None
-        self._pause_requested = False
+        self._pause_requested = self._control.pause_requested = False
         # A running session pauses only after a breakpoint fires: until then the executor
         # has no pause point to call (`_after_turn` puts it back on a hit).
         self._control.checkpoint = None
 
     def pause(self) -> None:
-        """Pause a running session at its next pause point: before the next model call, or
-        before the next turn's tools with `pause_before_tools`. The `run()` in flight then
-        returns with `paused` true; `run()` or `step()` goes on from there.
+        """Pause a running session at its next pause point: before the tools of the turn
+        whose model is answering now (`paused_at == "tools"`: they run when the session goes
+        on), else before the next model call. The `run()` in flight then returns with
+        `paused` true; `run()` or `step()` goes on from there.
 
         The branches of a `parallel` block that are running together have no pause points:
         a pause asked then takes effect at the first one after the block.
@@ -224,7 +225,7 @@ class Session:
         """
         if self.done or self.paused or self._mode != "run" or self.task is None:
             return  # not running: a stepping or new session pauses anyway
-        self._pause_requested = True
+        self._pause_requested = self._control.pause_requested = True
         self._control.checkpoint = self._checkpoint
 
     def stop(self) -> None:
@@ -387,7 +388,7 @@ class Session:
                 return
             self.breakpoint_hit = self._break_hit
             self._break_hit = None
-            self._pause_requested = False
+            self._pause_requested = self._control.pause_requested = False
             await self._paused(where)
 
     async def _paused(self, where: PausePoint) -> None:
