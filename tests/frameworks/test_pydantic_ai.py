@@ -58,7 +58,7 @@ def test_workflow_of_names_the_step_after_the_agent_and_refuses_other_things() -
     assert wf.name == "Forecaster"
     assert isinstance(wf.steps[0], PydanticAIStep)
     assert isinstance(wf.steps[0], ForeignAgent)
-    with pytest.raises(TypeError, match="pydantic-ai `Agent` or an OpenAI Agents SDK"):
+    with pytest.raises(TypeError, match="pydantic-ai `Agent`, an OpenAI Agents SDK"):
         Workflow.of(object())
     nameless = PydanticAgent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")])))
     with pytest.raises(ValueError, match="no name"):
@@ -339,6 +339,8 @@ def test_through_the_real_openai_client_against_the_loopback_server() -> None:
         assert all(t.cost_usd and t.cost_usd > 0 for t in run.turns)  # priced as OpenAI's
         assert run.turns[0].tool_calls[0].id == "call_1"
         assert run.turns[0].input_tokens == 10
+        assert [t.response_id for t in run.turns] == ["chatcmpl-test"] * 2  # the API's own id
+        assert run.turns[0].response_model == "gpt-4o-mini"  # as the server said it answered
         sent = len(server.requests)
         again = wf.run("Weather in Lisbon?", replay=run, store=False)
         assert len(server.requests) == sent and again.replay_diverged_at is None

@@ -97,6 +97,8 @@ class Answer:
     """Sent as `usage.output_tokens_details.thinking_tokens` when set."""
     delay: float = 0.0
     """Seconds to wait before answering."""
+    model: str | None = None
+    """The model the answer says answered (e.g. a dated snapshot); the one asked if `None`."""
 
 
 @dataclass(frozen=True)
@@ -693,7 +695,7 @@ def _message(body: Json, answer: Answer) -> Json:
         "id": f"msg_{next(_ids):06d}",
         "type": "message",
         "role": "assistant",
-        "model": body["model"],
+        "model": answer.model or body["model"],
         "content": answer.content,
         "stop_reason": answer.stop_reason,
         "stop_sequence": None,

@@ -93,6 +93,7 @@ async def test_text_reply(api_server: MessagesAPIServer) -> None:
         )
     )
     reply = await _model(api_server).respond(_request())
+    assert reply.response_id is not None and reply.response_id.startswith("msg_")
     assert reply == Reply(
         text="It is 3.",
         finish_reason="end_turn",
@@ -100,7 +101,21 @@ async def test_text_reply(api_server: MessagesAPIServer) -> None:
         output_tokens=7,
         cache_read_tokens=30,
         cache_write_tokens=12,
+        response_model=_model(api_server).name,
+        response_id=reply.response_id,
     )
+
+
+async def test_the_reply_keeps_the_model_that_answered(api_server: MessagesAPIServer) -> None:
+    """An alias asked, a dated snapshot answering: the reply (and so the turn, its frame and
+    its `chat` span) keeps the snapshot; the model asked stays the adapter's name."""
+    api_server.script(text("Hi.", model="claude-sonnet-4-5-20250929"))
+    api_server.script(text("Hi.", model="claude-sonnet-4-5-20250929"))
+    model = _model(api_server)
+    assert (await model.respond(_request())).response_model == "claude-sonnet-4-5-20250929"
+    streamed = await _model(api_server, stream=True).respond(_request())
+    assert streamed.response_model == "claude-sonnet-4-5-20250929"
+    assert streamed.response_model != model.name
     assert api_server.rejected == []
 
 
@@ -168,7 +183,10 @@ async def test_streamed_reply_equals_json_reply(
     streamed = await _model(api_server, stream=True).respond(
         _request(tools=[ADD, LOOKUP], on_text_delta=deltas.append)
     )
-    assert streamed == json_reply
+    assert streamed.response_id != json_reply.response_id  # each answer has its own id
+    assert streamed.model_copy(update={"response_id": None}) == json_reply.model_copy(
+        update={"response_id": None}
+    )
     assert "".join(deltas) == json_reply.text
     if len(json_reply.text.split()) > 1:
         assert len(deltas) > 1

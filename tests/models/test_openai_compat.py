@@ -99,6 +99,8 @@ async def test_tool_loop_round_trip_keeps_ids(server: ChatCompletionsServer) -> 
         finish_reason="tool_calls",
         input_tokens=10,
         output_tokens=5,
+        response_model=model.name,  # what the server said answered
+        response_id="chatcmpl-test",
     )
     assert first.tool_calls[0].source == "native"
     done = await run_tool_call(first.tool_calls[0], {"get_weather": get_weather}, None)

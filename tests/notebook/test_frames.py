@@ -15,6 +15,8 @@ EXPECTED_DTYPES = {
     "turn": "int64",
     "step_path": "string",
     "agent": "string",
+    "model": "string",
+    "response_model": "string",
     "iteration": "Int64",
     "branch": "Int64",
     "called_tool": "boolean",

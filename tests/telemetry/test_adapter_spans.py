@@ -36,9 +36,11 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 def test_anthropic_attempts_name_the_provider_server_and_status(spans) -> None:
     with MessagesAPIServer() as server:
-        server.script(status(529), text("hi", input_tokens=4, cache_read_tokens=6))
+        server.script(
+            status(529), text("hi", input_tokens=4, cache_read_tokens=6, model="claude-test-0929")
+        )
         model = AnthropicModel("claude-test", base_url=server.base_url, api_key="k")
-        Workflow("w", [Agent("A", model=model)], retry=FAST).run("go", store=False)
+        run = Workflow("w", [Agent("A", model=model)], retry=FAST).run("go", store=False)
         port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
     failed, ok = [s for s in spans.get_finished_spans() if s.kind is SpanKind.CLIENT]
     for span in (failed, ok):
@@ -51,6 +53,17 @@ def test_anthropic_attempts_name_the_provider_server_and_status(spans) -> None:
     assert ok.attributes["gen_ai.usage.input_tokens"] == 10
     assert ok.attributes["gen_ai.usage.cache_read.input_tokens"] == 6
     assert ok.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+    # the model asked and the model that answered are told apart, on the span and the turn
+    assert ok.attributes["gen_ai.request.model"] == "claude-test"
+    assert ok.attributes["gen_ai.response.model"] == "claude-test-0929"
+    [turn] = run.turns
+    assert ok.attributes["gen_ai.response.id"] == turn.response_id
+    assert turn.response_id is not None and turn.response_id.startswith("msg_")
+    assert (turn.model, turn.response_model) == ("claude-test", "claude-test-0929")
+    assert run.frame()[["model", "response_model"]].values.tolist() == [
+        ["claude-test", "claude-test-0929"]
+    ]
+    assert "gen_ai.response.model" not in failed.attributes  # no answer: no answering model
 
 
 def test_openai_compatible_attempts_name_openai_and_the_server(spans) -> None:

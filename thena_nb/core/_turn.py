@@ -278,6 +278,8 @@ def _recorded_reply(turn: Turn) -> Reply:
         reasoning=turn.reasoning,
         reasoning_tokens=turn.reasoning_tokens,
         reasoning_blocks=turn.reasoning_blocks,
+        response_model=turn.response_model,
+        response_id=turn.response_id,
     )
 
 
@@ -630,6 +632,8 @@ def _turn(
     values["reasoning_blocks"] = said["reasoning_blocks"]
     values["cost_usd"] = cost
     values["saved_usd"] = saved
+    values["response_model"] = said["response_model"]
+    values["response_id"] = said["response_id"]
     return construct(Turn, values)
 
 

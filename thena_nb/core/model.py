@@ -78,6 +78,11 @@ class Reply(BaseModel):
     """The model's reasoning, apart from `text`; `None` when it showed none."""
     reasoning_tokens: _TokenCount = 0
     reasoning_blocks: tuple[dict[str, Any], ...] = Field(default=(), repr=False)
+    response_model: str | None = None
+    """The model the API says answered (e.g. the dated snapshot behind a requested alias),
+    when it says one; the model asked for is the adapter's `name`."""
+    response_id: str | None = None
+    """The id the API gave this answer, when it gives one."""
     """The provider's own reasoning blocks, kept as it sent them (e.g. the Messages API's
     `thinking` blocks with their signatures), for the adapter to send back unchanged."""
 

@@ -311,7 +311,7 @@ class Turn(BaseModel):
     """Where the turn ran, e.g. `"review/1.loop/0.ExecutorAgent"`."""
     agent: str
     model: str = ""
-    """The name of the model that answered."""
+    """The name of the model asked (the adapter's `name`)."""
     iteration: int | None = None
     """1-based iteration of the innermost loop; `None` outside loops."""
     branch: int | None = None
@@ -354,6 +354,11 @@ class Turn(BaseModel):
     saved_usd: float | None = None
     """A replayed turn's saving: what its call cost when it was first made (`None` for a
     live turn, or when that call had no price)."""
+    response_model: str | None = None
+    """The model the API says answered, when it says one (e.g. `claude-sonnet-4-5-20250929`
+    for the alias asked as `model`); telemetry's `gen_ai.response.model`."""
+    response_id: str | None = None
+    """The id the API gave the answer, when it gives one (`gen_ai.response.id`)."""
 
     def _repr_html_(self) -> str:
         return _html.turn_html(self)

@@ -435,6 +435,7 @@ def reply_of(response: ModelResponse) -> Reply:
         cache_write_tokens=getattr(usage.input_tokens_details, "cache_write_tokens", 0) or 0,
         reasoning="\n\n".join(thoughts) if thoughts else None,
         reasoning_tokens=usage.output_tokens_details.reasoning_tokens or 0,
+        response_id=response.response_id,
     )
 
 

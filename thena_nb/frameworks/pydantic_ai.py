@@ -345,6 +345,8 @@ def reply_of(response: ModelResponse) -> Reply:
         cache_read_tokens=usage.cache_read_tokens or 0,
         cache_write_tokens=usage.cache_write_tokens or 0,
         reasoning="\n\n".join(thoughts) if thoughts else None,
+        response_model=response.model_name,
+        response_id=response.provider_response_id,
     )
 
 

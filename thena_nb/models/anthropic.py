@@ -547,6 +547,8 @@ def _reply(message: Any) -> Reply:
         reasoning="\n\n".join(thoughts) if thoughts else None,
         reasoning_tokens=read(details, "thinking_tokens", None) or 0,
         reasoning_blocks=tuple(reasoning),
+        response_model=read(message, "model", None),
+        response_id=read(message, "id", None),
     )
 
 

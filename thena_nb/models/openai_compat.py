@@ -663,8 +663,15 @@ def _reply_from_completion(completion: dict[str, Any]) -> Reply:
         tool_calls=calls,
         finish_reason=choice.get("finish_reason"),
         reasoning=_joined(_reasoning_field(message), thought),
+        response_model=_text_or_none(completion.get("model")),
+        response_id=_text_or_none(completion.get("id")),
         **_usage(completion.get("usage")),
     )
+
+
+def _text_or_none(value: Any) -> str | None:
+    """A field the answer may give as a string (servers differ: some leave it out)."""
+    return value if isinstance(value, str) and value else None
 
 
 def _object(answer: Any) -> dict[str, Any]:
@@ -826,6 +833,8 @@ class _StreamedReply:
         self.finish_reason: str | None = None
         self.usage: Any = None
         self.choices = 0
+        self.model: str | None = None
+        self.id: str | None = None
 
     def add(self, chunk: Any) -> str:
         """Take one chunk in (its JSON object, as the server sent it); return its text piece
@@ -833,6 +842,9 @@ class _StreamedReply:
         usage = _object(chunk).get("usage")
         if usage is not None:
             self.usage = usage
+        if self.model is None:
+            self.model = _text_or_none(chunk.get("model"))
+            self.id = _text_or_none(chunk.get("id"))
         choices = chunk.get("choices")  # (a chunk with usage alone may have none)
         if not choices:
             return ""
@@ -877,6 +889,8 @@ class _StreamedReply:
             tool_calls=calls,
             finish_reason=self.finish_reason,
             reasoning=_joined("".join(self.reasoning), thought),
+            response_model=self.model,
+            response_id=self.id,
             **_usage(self.usage),
         )
 

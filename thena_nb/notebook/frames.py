@@ -35,6 +35,8 @@ COLUMNS: dict[str, str] = {
     "turn": "int64",
     "step_path": "string",
     "agent": "string",
+    "model": "string",
+    "response_model": "string",
     "iteration": "Int64",
     "branch": "Int64",
     "called_tool": "boolean",
@@ -92,7 +94,9 @@ def turn_frame(turns: Sequence[Turn]) -> pd.DataFrame:
     Returns:
         A DataFrame with the columns of `COLUMNS`. `iteration` and `branch` are nullable
         integers, `called_tool` and `tool_error` nullable booleans, `tool_call_source`
-        text (`"native"` / `"rescued"`); an empty `response` is missing, and so is the
+        text (`"native"` / `"rescued"`); `model` is the model asked and `response_model`
+        the one the API said answered (missing when it said none, as offline models do);
+        an empty `response` is missing, and so is the
         `cost_usd` (US dollars) of a turn whose model has no price. Every missing value
         shows as `<NA>`.
     """
@@ -171,6 +175,8 @@ _FIELDS = attrgetter(
     "index",
     "step_path",
     "agent",
+    "model",
+    "response_model",
     "iteration",
     "branch",
     "info.called_tool",
@@ -190,7 +196,7 @@ _FIELDS = attrgetter(
     "duration_s",
     "cost_usd",
 )
-_TEXT = {"step_path", "agent", "tool_name", "response", "finish_reason"}
+_TEXT = {"step_path", "agent", "model", "response_model", "tool_name", "response", "finish_reason"}
 
 
 def _build(turns: Sequence[Turn], run_ids: list[str] | None) -> pd.DataFrame:

@@ -236,10 +236,13 @@ class SpanObserver(Observer):
         return span, base["gen_ai.request.model"], base["gen_ai.provider.name"]
 
     def attempt_finished(self, handle: Any, reply: Reply) -> None:
-        span, request_model, provider = handle
+        span, _, provider = handle
         finish = reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn")
         ended: dict[str, Any] = _usage(reply, provider)
-        ended["gen_ai.response.model"] = getattr(reply, "model", None) or request_model
+        if reply.response_model:  # the model that answered; the one asked is the request's
+            ended["gen_ai.response.model"] = reply.response_model
+        if reply.response_id:
+            ended["gen_ai.response.id"] = reply.response_id
         ended["gen_ai.response.finish_reasons"] = [finish]
         if self.capture_content:
             ended["gen_ai.output.messages"] = attrs.output_messages(reply, finish)
