@@ -1,5 +1,6 @@
 """Model outputs and the calls they hold, transcribed from the tool-parser tests of vLLM,
-SGLang, llama.cpp and Ollama (and openai/harmony, whose format vLLM and llama.cpp follow).
+SGLang, llama.cpp and Ollama (and openai/harmony, whose format vLLM and llama.cpp follow),
+and from LlamaIndex's ReAct output-parser tests.
 
 The strings and the expected calls are the peers' facts; each case names where it comes
 from (repository, file, test). Tool schemas follow each test's fixtures. A few peer
@@ -2415,6 +2416,105 @@ OLLAMA_JSON = [
     ),
 ]
 
+# -- GLM-4.5 -----------------------------------------------------------------------------------
+
+VLLM_GLM = "vllm-project/vllm tests/tool_parsers/test_glm4_moe_tool_parser.py"
+GLM_TOOLS = (spec("get_weather", city=STR), spec("get_current_weather", city=STR))
+
+
+def _glm_call(name: str, **args: str) -> str:
+    pairs = "".join(
+        f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in args.items()
+    )
+    return f"<tool_call>{name}\n{pairs}</tool_call>"
+
+
+GLM = [
+    p(
+        "glm-vllm-mixed-content",
+        "glm45",
+        f"{VLLM_GLM} test_extract_tool_calls_mixed_content",
+        GLM_TOOLS,
+        "I will help you get the weather info.\n\n"
+        + _glm_call("get_weather", city="Beijing", date="2025-08-01")
+        + "\n\nmeaningwhile, I will also check the weather in Shanghai.\n\n"
+        + _glm_call("get_weather", city="Shanghai", date="2025-08-01"),
+        ("get_weather", {"city": "Beijing", "date": "2025-08-01"}),
+        ("get_weather", {"city": "Shanghai", "date": "2025-08-01"}),
+    ),
+    p(
+        "glm-vllm-content-before",
+        "glm45",
+        f"{VLLM_GLM} test_extract_tool_calls[tool_call_with_content_before]",
+        GLM_TOOLS,
+        "I'll help you check the weather. <tool_call>get_current_weather\n"
+        "    <arg_key>city</arg_key>\n    <arg_value>Seattle</arg_value>\n"
+        "    <arg_key>state</arg_key>\n    <arg_value>WA</arg_value>\n"
+        "    <arg_key>unit</arg_key>\n    <arg_value>celsius</arg_value>\n    </tool_call>",
+        ("get_current_weather", {"city": "Seattle", "state": "WA", "unit": "celsius"}),
+    ),
+    p(
+        "glm-vllm-thinking",
+        "glm45",
+        f"{VLLM_GLM} test_extract_tool_calls_with_thinking_tags",
+        GLM_TOOLS,
+        "<think>I want to get the weather.</think>\n\nI will help you get the weather.\n"
+        + _glm_call("get_weather", city="Beijing", date="2025-08-01"),
+        ("get_weather", {"city": "Beijing", "date": "2025-08-01"}),
+        reasoning="I want to get the weather.",
+    ),
+]
+
+# -- ReAct (LlamaIndex) ------------------------------------------------------------------------
+
+LLAMA_INDEX = "run-llama/llama_index llama-index-core/tests/agent/react/test_react_output_parser.py"
+REACT_TOOLS = (spec("add", a=INT, b=INT), spec("加法", a=INT, b=INT))
+NEED = "Thought: I need to use a tool to help me answer the question.\n"
+ONE_ONE = ("add", {"a": 1, "b": 1})
+
+REACT = [
+    p(
+        "react-llamaindex-basic",
+        "react",
+        f"{LLAMA_INDEX} test_extract_tool_use",
+        REACT_TOOLS,
+        NEED + 'Action: add\nAction Input: {"a": 1, "b": 1}\n',
+        ONE_ONE,
+    ),
+    p(
+        "react-llamaindex-multiline",
+        "react",
+        f"{LLAMA_INDEX} test_extract_tool_use_multiline",
+        REACT_TOOLS,
+        NEED + '\nAction: add\n\n\n\nAction Input: {"a": 1, "b": 1}\n',
+        ONE_ONE,
+    ),
+    p(
+        "react-llamaindex-extra-action-output",
+        "react",
+        f"{LLAMA_INDEX} test_extract_tool_use_extra_action_output",
+        REACT_TOOLS,
+        NEED + 'Action: add (add two numbers)\nAction Input: {"a": 1, "b": 1}\n',
+        ONE_ONE,
+    ),
+    p(
+        "react-llamaindex-multiline-input",
+        "react",
+        f"{LLAMA_INDEX} test_extract_tool_use_multiline_action_input",
+        REACT_TOOLS,
+        NEED + 'Action: add\nAction Input: {\n    "a": 1,\n    "b": 1\n}\n',
+        ONE_ONE,
+    ),
+    p(
+        "react-llamaindex-chinese-name",
+        "react",
+        f"{LLAMA_INDEX} test_extract_tool_use_with_Chinese_characters",
+        REACT_TOOLS,
+        NEED + '\nAction: 加法\n\nAction Input: {"a": 1, "b": 1}\n',
+        ("加法", {"a": 1, "b": 1}),
+    ),
+]
+
 PEER_CORPUS: list[PeerCase] = [
     *HARMONY,
     *GEMMA4,
@@ -2431,6 +2531,8 @@ PEER_CORPUS: list[PeerCase] = [
     *PYTHONIC,
     *HERMES,
     *OLLAMA_JSON,
+    *GLM,
+    *REACT,
 ]
 
 # -- where rescue decides otherwise, on purpose ------------------------------------------------

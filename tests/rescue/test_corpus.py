@@ -90,10 +90,25 @@ class Case:
     fmt: str
     text: str
     calls: list[Call] = field(default_factory=list)
+    source: str = ""
+    """Where the shape is documented (see /work/shared/research/rescue_formats.md): a parser,
+    a prompt or an issue, as `owner/repo path` or `owner/repo#N`."""
 
 
-def c(id: str, fmt: str, text: str, *calls: Call) -> Case:
-    return Case(id, fmt, text, list(calls))
+def c(id: str, fmt: str, text: str, *calls: Call, source: str = "") -> Case:
+    return Case(id, fmt, text, list(calls), source)
+
+
+LANGCHAIN_REACT = (
+    "langchain-ai/langchain libs/langchain/langchain/agents/output_parsers/react_single_input.py"
+)
+LLAMA_INDEX_REACT = "run-llama/llama_index llama_index/agent/react/output_parser.py"
+ANTHROPIC_LEGACY = (
+    "rescue_formats.md anthropic_xml (Claude prompt-based tool use, legacy 2023 form)"
+)
+GLM45 = "vllm-project/vllm vllm/entrypoints/openai/tool_parsers/glm4_moe_tool_parser.py"
+TRANSCRIPT = "jundot/omlx#1153, NousResearch/hermes-agent#27834"
+INLINE = "rescue_formats.md §3.6 (illustrations never count); ggml-org/llama.cpp#18183"
 
 
 W = '{"name": "get_weather", "arguments": {"city": "Lisbon"}}'
@@ -796,6 +811,175 @@ CORPUS: list[Case] = [
         '{"query": "python asyncio"}}]<|END_ACTION|>',
         SEARCH,
     ),
+    # -- still missed or mistaken in issue 19 -------------------------------------------------
+    c(
+        "react-input-next-line",
+        "react",
+        'Thought: I need the weather.\nAction: get_weather\nAction Input:\n{\n  "city": "Lisbon"\n}'
+        "\nObservation:",
+        LISBON,
+        source=LLAMA_INDEX_REACT,
+    ),
+    c(
+        "react-name-next-line",
+        "react",
+        'Thought:\nI need the weather.\n\nAction:\nget_weather\n\nAction Input:\n{"city": "Lisbon"}',
+        LISBON,
+        source=LANGCHAIN_REACT,
+    ),
+    c(
+        "react-input-lowercase",
+        "react",
+        'Thought: search it.\nAction: search\nAction input:\n{"query": "python asyncio"}',
+        SEARCH,
+        source=LANGCHAIN_REACT,
+    ),
+    c(
+        "neg-react-input-next-line-cut",
+        "react",
+        'Thought: I need the weather.\nAction: get_weather\nAction Input:\n{"city": "Lis',
+        source=LLAMA_INDEX_REACT,
+    ),
+    c(
+        "invoke-legacy",
+        "anthropic_xml",
+        "<function_calls>\n<invoke>\n<tool_name>get_weather</tool_name>\n<parameters>\n"
+        "<city>Lisbon</city>\n</parameters>\n</invoke>\n</function_calls>",
+        LISBON,
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "invoke-legacy-typed-bare",
+        "anthropic_xml",
+        "Setting it now.\n<invoke><tool_name>set_timer</tool_name><parameters>"
+        "<seconds>300</seconds><loud>true</loud></parameters></invoke>",
+        ("set_timer", {"seconds": 300, "loud": True}),
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "invoke-legacy-two",
+        "anthropic_xml",
+        "<function_calls><invoke><tool_name>get_weather</tool_name><parameters><city>Lisbon"
+        "</city></parameters></invoke><invoke><tool_name>search</tool_name><parameters>"
+        "<query>python asyncio</query></parameters></invoke></function_calls>",
+        LISBON,
+        SEARCH,
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "invoke-legacy-no-parameters",
+        "anthropic_xml",
+        "<function_calls><invoke><tool_name>get_time</tool_name></invoke></function_calls>",
+        ("get_time", {}),
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "neg-invoke-legacy-unknown",
+        "anthropic_xml",
+        "<function_calls><invoke><tool_name>browser.search</tool_name><parameters><query>x"
+        "</query></parameters></invoke></function_calls>",
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "neg-invoke-legacy-cut",
+        "anthropic_xml",
+        "<function_calls><invoke><tool_name>get_weather</tool_name><parameters><city>Lis",
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "neg-invoke-legacy-example",
+        "anthropic_xml",
+        "For example, a call looks like <invoke><tool_name>get_weather</tool_name><parameters>"
+        "<city>Lisbon</city></parameters></invoke>",
+        source=ANTHROPIC_LEGACY,
+    ),
+    c(
+        "glm-two-after-text",
+        "glm45",
+        "I will check the weather first.\n\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+        "<arg_value>Lisbon</arg_value>\n</tool_call>\n\nMeanwhile, I will also search.\n\n"
+        "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>python asyncio</arg_value>\n"
+        "</tool_call>",
+        LISBON,
+        SEARCH,
+        source=GLM45,
+    ),
+    c(
+        "neg-glm-in-think",
+        "glm45",
+        "<think>Maybe <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Lisbon"
+        "</arg_value>\n</tool_call></think>\nLisbon is usually mild.",
+        source=GLM45,
+    ),
+    c(
+        "transcript",
+        "transcript",
+        '[Calling tool: get_weather with arguments: {"city": "Lisbon"}]',
+        LISBON,
+        source=TRANSCRIPT,
+    ),
+    c(
+        "transcript-after-text",
+        "transcript",
+        'Let me look that up.\n[Calling tool: search with arguments: {"query": "python asyncio"}]'
+        "\n",
+        SEARCH,
+        source=TRANSCRIPT,
+    ),
+    c("neg-transcript-status", "transcript", "[Calling tool: get_time]", source=TRANSCRIPT),
+    c(
+        "neg-transcript-cut",
+        "transcript",
+        '[Calling tool: get_weather with arguments: {"city": "Lis',
+        source=TRANSCRIPT,
+    ),
+    c(
+        "neg-transcript-narration",
+        "transcript",
+        'Earlier I ran [Calling tool: get_weather with arguments: {"city": "Lisbon"}] and it '
+        "said sunny.",
+        source=TRANSCRIPT,
+    ),
+    c(
+        "neg-inline-code-json",
+        "inline_code",
+        f"To get the weather, send `{W}` and the tool returns the forecast.",
+        source=INLINE,
+    ),
+    c(
+        "neg-inline-code-hermes",
+        "inline_code",
+        f"A Hermes model writes `<tool_call>{W}</tool_call>` when it calls a tool.",
+        source=INLINE,
+    ),
+    c(
+        "neg-inline-code-pythonic",
+        "inline_code",
+        'Write `[get_weather(city="Lisbon")]` on its own line to call it.',
+        source=INLINE,
+    ),
+    c(
+        "neg-inline-code-double",
+        "inline_code",
+        f"The model should reply with ``{W}`` and nothing else.",
+        source=INLINE,
+    ),
+    c("inline-code-whole-reply", "inline_code", f"`{W}`", LISBON, source=INLINE),
+    c(
+        "inline-code-beside-call",
+        "inline_code",
+        f"Checking `Lisbon` for you.\n<tool_call>{W}</tool_call>",
+        LISBON,
+        source=INLINE,
+    ),
+    c(
+        "backticks-in-arguments",
+        "inline_code",
+        '<tool_call>{"name": "run_commands", "arguments": {"commands": ["echo `date`", "ls"]}}'
+        "</tool_call>",
+        ("run_commands", {"commands": ["echo `date`", "ls"]}),
+        source=INLINE,
+    ),
     c("neg-name-only-prose", "negative", 'Use {"name": "get_time"} for clocks.'),
     c(
         "neg-suggestion",
@@ -831,6 +1015,7 @@ def test_corpus_size_and_balance() -> None:
     assert {"deepseek", "kimi", "multi", "prose"} <= formats
     for fmt in ("harmony", "gemma", "dsml", "step3", "apertus", "llama_builtin", "functionary"):
         assert fmt in formats
+    assert {"glm45", "transcript", "inline_code"} <= formats
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=lambda case: case.id)

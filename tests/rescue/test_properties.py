@@ -139,6 +139,20 @@ FRAGMENTS = [
     "<seed:think>",
     "</seed:think>",
     "<|START_ACTION|>",
+    # shapes read since issue 19
+    "[Calling tool: search with arguments: ",
+    "<invoke>",
+    "<tool_name>search</tool_name>",
+    "<parameters>",
+    "<query>",
+    "</query>",
+    "</parameters>",
+    "Action:\n",
+    "Action input: ",
+    "<arg_key>",
+    "<arg_value>",
+    "`",
+    "``",
     "{[1]: 2}",
     "1e999",
     "NaN",
@@ -352,6 +366,10 @@ ADVERSARIAL = {
     "gemma openers": '<|tool_call>call:search{query:<|"|>' * 6_000,
     "unclosed DSML": '<｜DSML｜invoke name="search"><｜DSML｜parameter name="query">' * 2_000,
     "nul and surrogates": '\x00\ud800{\udfff["\x00' * 30_000,
+    "transcript lines": "[Calling tool: search with arguments: {" * 5_000,
+    "legacy invokes": "<invoke><tool_name>search</tool_name><parameters><query>" * 3_500,
+    "backticks": "`a``" * 50_000,
+    "calls in inline code": '`{"name": "search", "arguments": {"query": "q"}}` ' * 4_000,
 }
 
 

@@ -2,8 +2,10 @@
 
 Models served without a matching tool parser, or prompted to use tools in text, write calls
 into their answer: a bare JSON object, a ```` ```json ```` fence, `<tool_call>` tags,
-`<function=…>` tags, a pythonic `[f(a=1)]` list, Mistral's `[TOOL_CALLS]`, `<invoke>` XML,
-Qwen3-coder XML, ReAct `Action:` lines, gpt-oss harmony messages, Gemma's `call:f{…}`, or
+`<function=…>` tags, a pythonic `[f(a=1)]` list, Mistral's `[TOOL_CALLS]`, `<invoke>` XML
+(also Anthropic's legacy `<tool_name>` form), Qwen3-coder XML, GLM's `<arg_key>`, ReAct
+`Action:` lines, transcript lines (`[Calling tool: f with arguments: {…}]`), gpt-oss harmony
+messages, Gemma's `call:f{…}`, or
 the special tokens of DeepSeek, Kimi, Step-3, Apertus, Cohere, Functionary and Llama 3.1.
 `scan_tool_calls` finds them, in text order; the readers are listed in
 `thena_nb.core.rescue._formats.FORMATS`.
@@ -14,7 +16,9 @@ Text is not a trusted channel, so precision comes first:
   is reported apart (`RescueScan.invalid`): the executor runs it as a failed call, so the
   model gets the validation error back;
 - reasoning (`<think>…</think>`, `<seed:think>`, harmony's analysis channel, Gemma's
-  thought channel), block quotes and code fences in other languages are never read;
+  thought channel), block quotes and code fences in other languages are never read, and a
+  call inside inline code (`` `…` ``) is shown, not made, unless the code span is the
+  whole reply;
 - a call introduced as an example, a template, a refusal or past narration is skipped, and
   so is a call whose values are placeholders (`...`, `<city>`, `CITY`);
 - a call cut off before its arguments close is not completed;

@@ -22,6 +22,7 @@ __all__ = [
     "fences",
     "first_json",
     "first_json_object",
+    "inline_code",
     "mask",
     "tag",
 ]
@@ -160,6 +161,46 @@ def fences(text: str) -> list[tuple[int, int, int]]:
     if opener is not None:
         found.append((opener.start(), opener.end(), len(text)))
     return found
+
+
+_TICKS = re.compile(r"`+|\n")
+
+
+def inline_code(text: str) -> list[Span]:
+    """Inline code spans (`` `…` `` and ``` ``…`` ```), CommonMark-style: a run of one or two
+    backticks up to the next run of the same length on the same line. Linear: each run
+    learns where the next run of its length is in one backward pass per line."""
+    if "`" not in text:
+        return []
+    spans: list[Span] = []
+    line: list[Span] = []
+    for m in _TICKS.finditer(text + "\n"):
+        if m.group() != "\n":
+            line.append(m.span())
+            continue
+        if len(line) >= 2:
+            spans.extend(_pair_runs(line))
+        line = []
+    return spans
+
+
+def _pair_runs(runs: list[Span]) -> list[Span]:
+    following: list[int] = [-1] * len(runs)
+    last: dict[int, int] = {}
+    for k in range(len(runs) - 1, -1, -1):
+        width = runs[k][1] - runs[k][0]
+        following[k] = last.get(width, -1)
+        last[width] = k
+    spans: list[Span] = []
+    k = 0
+    while k < len(runs):
+        j = following[k]
+        if j < 0 or runs[k][1] - runs[k][0] > 2:
+            k += 1
+            continue
+        spans.append((runs[k][0], runs[j][1]))
+        k = j + 1
+    return spans
 
 
 def fence_language(text: str, start: int, body: int) -> str:

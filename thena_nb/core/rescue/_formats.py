@@ -16,13 +16,22 @@ a `Pass` out) in the module of its kind and add it to `FORMATS` here.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from thena_nb.core.rescue._blocks import Finder, Found, Span, fence_language, fences, mask
+from thena_nb.core.rescue._blocks import (
+    Finder,
+    Found,
+    Span,
+    fence_language,
+    fences,
+    inline_code,
+    mask,
+)
 from thena_nb.core.rescue._json import Budget, Context
 from thena_nb.core.rescue._markup import function_tags, invokes, wrappers
-from thena_nb.core.rescue._text import bare, react, tool_code
+from thena_nb.core.rescue._text import bare, react, tool_code, transcript
 from thena_nb.core.rescue._tokens import (
     functionary,
     gemma,
@@ -51,8 +60,9 @@ FORMATS: tuple[Format, ...] = (
     Format(">>>NAME (Functionary v3.2)", functionary),
     Format("<|python_tag|>NAME.call(…) (Llama 3.1 built-in tools)", python_tag),
     Format("wrapper tags (<tool_call>, DSML, Apertus, Cohere, LFM2, …)", wrappers),
-    Format("<invoke name=…> (Anthropic, MiniMax, DSML, steptml)", invokes),
+    Format("<invoke name=…> and <invoke><tool_name> (Anthropic, MiniMax, DSML, steptml)", invokes),
     Format("<function=…> (Llama 3.1, Qwen3-coder, Seed-OSS)", function_tags),
+    Format("[Calling tool: NAME with arguments: {…}] transcript lines", transcript),
     Format("ReAct Action:", react),
     Format("```tool_code fences", tool_code),
     Format("bare JSON and pythonic lists", bare),
@@ -89,4 +99,24 @@ def find_calls(
         found.extend(result.found)
         view = mask(view, result.claimed)
     found.sort(key=lambda f: (f.start, f.order))
-    return view, found
+    return view, _outside_inline_code(view, found)
+
+
+def _outside_inline_code(view: str, found: list[Found]) -> list[Found]:
+    """The calls that do not start inside inline code: `` `{"name": …}` `` in a sentence
+    shows how a call is written, it does not make one. A reply that is nothing but one
+    inline code span is a call formatted as code, and is kept."""
+    if not found:
+        return found
+    spans = inline_code(view)
+    if not spans:
+        return found
+    content = view.strip()
+    spans = [(a, b) for a, b in spans if view[a:b] != content]
+    starts = [a for a, _ in spans]
+    kept: list[Found] = []
+    for f in found:
+        k = bisect_right(starts, f.start) - 1
+        if k < 0 or f.start >= spans[k][1]:
+            kept.append(f)
+    return kept

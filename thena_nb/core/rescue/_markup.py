@@ -1,5 +1,6 @@
 """Readers for calls written as XML-like markup: `<tool_call>` and the other wrappers,
-`<invoke name=…>` (Anthropic, MiniMax, DeepSeek-V3.2's DSML, Step-3's steptml),
+`<invoke name=…>` (Anthropic, MiniMax, DeepSeek-V3.2's DSML, Step-3's steptml), Anthropic's
+legacy `<invoke><tool_name>…` form,
 `<function=…>` (Llama 3.1, Qwen3-coder, Seed-OSS) and GLM's `<arg_key>`."""
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def parse_body(text: str, body: Span, at_end: bool, ctx: Context) -> list[Found]
     """The calls in the body of a wrapper, whatever format they are written in."""
     a, b = body
     chunk = text[a:b]
-    if _INVOKE_OPEN.search(chunk):
+    if _INVOKE_OPEN.search(chunk) or _LEGACY_NAME.search(chunk):
         return invokes(chunk, ctx, base=a).found
     if _FUNC_OPEN.search(chunk):
         return function_tags(chunk, ctx, base=a).found
@@ -138,11 +139,20 @@ _PARAM_CLOSE = re.compile(rf"</{_NS}parameter>")
 
 def invokes(text: str, ctx: Context, base: int = 0) -> Pass:
     """`<invoke name="N"><parameter name="k">v</parameter></invoke>`, alone or wrapped, in
-    any namespace; an invoke may hold a JSON object instead of parameters."""
+    any namespace; an invoke may hold a JSON object instead of parameters. Also Anthropic's
+    legacy form, `<invoke><tool_name>N</tool_name><parameters><k>v</k></parameters></invoke>`."""
     found = Pass()
     for block in blocks(text, _INVOKE_OPEN, _INVOKE_CLOSE):
         found.claimed.append((block.start, block.end))
         call = _invoke_call(text, block, ctx)
+        if call is not None:
+            found.found.append(Found(base + block.start, 0, call))
+    if _LEGACY_NAME.search(text) is None:
+        return found
+    text = mask(text, found.claimed)
+    for block in blocks(text, _LEGACY_OPEN, _INVOKE_CLOSE):
+        found.claimed.append((block.start, block.end))
+        call = _legacy_call(text, block, ctx)
         if call is not None:
             found.found.append(Found(base + block.start, 0, call))
     return found
@@ -160,6 +170,46 @@ def _invoke_call(text: str, block: Block, ctx: Context) -> RawCall | None:
     if args is None or (not args and not block.closed):
         return None  # cut off before any parameter: the arguments were still to come
     return RawCall(name, args, typed=True, json_keys=_json_keys(text, block))
+
+
+# Anthropic's 2023-24 prompt format names the tool in a child element and writes each
+# argument as an element named after it.
+_LEGACY_OPEN = re.compile(rf"<{_NS}invoke\s*>")
+_LEGACY_NAME = re.compile(rf"<{_NS}tool_name>")
+_LEGACY_NAME_FULL = re.compile(rf"\s*<{_NS}tool_name>\s*([^<>\s]+)\s*</{_NS}tool_name>")
+_LEGACY_PARAMS = re.compile(rf"<{_NS}parameters>")
+_LEGACY_PARAMS_CLOSE = re.compile(rf"</{_NS}parameters>")
+_ELEMENT_OPEN = re.compile(rf"<{_NS}([A-Za-z_][\w.-]*)>")
+
+
+def _legacy_call(text: str, block: Block, ctx: Context) -> RawCall | None:
+    """`<invoke>` + `<tool_name>N</tool_name>` + `<parameters><k>v</k>…</parameters>`.
+    Values are raw text, typed by the schema; an element holding other elements is kept
+    as text (and fails validation unless the tool takes text)."""
+    if not block.usable or not ctx.budget.candidate():
+        return None
+    a, b = block.body
+    m = _LEGACY_NAME_FULL.match(text, a, b)
+    if m is None:
+        return None
+    name, pos = m.group(1), m.end()
+    params = _LEGACY_PARAMS.search(text, pos, b)
+    if params is None:
+        return RawCall(name, None) if block.closed else None
+    close = _LEGACY_PARAMS_CLOSE.search(text, params.end(), b)
+    if close is None and not block.closed:
+        return None  # cut off inside the parameters
+    end = close.start() if close else b
+    args: dict[str, str] = {}
+    pos = params.end()
+    while (m := _ELEMENT_OPEN.search(text, pos, end)) is not None:
+        closing = "</" + m.group(0)[1:]
+        closer = text.find(closing, m.end(), end)
+        if closer < 0:
+            return None
+        args[m.group(1)] = text[m.end() : closer]
+        pos = closer + len(closing)
+    return RawCall(name, args, typed=True)
 
 
 def _json_keys(text: str, block: Block) -> frozenset[str]:

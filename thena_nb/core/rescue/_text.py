@@ -1,5 +1,6 @@
-"""Readers for calls written in plain text conventions: ReAct `Action:` lines, Gemini-style
-```` ```tool_code ```` fences, and bare JSON or pythonic lists anywhere in the text."""
+"""Readers for calls written in plain text conventions: ReAct `Action:` lines, transcript
+lines (`[Calling tool: N with arguments: {…}]`), Gemini-style ```` ```tool_code ```` fences,
+and bare JSON or pythonic lists anywhere in the text."""
 
 from __future__ import annotations
 
@@ -8,21 +9,25 @@ from dataclasses import replace
 
 from thena_nb.core.rescue._blocks import Found, Pass, fence_language, fences, first_json
 from thena_nb.core.rescue._json import (
+    CAP,
     FAIL,
     Context,
     RawCall,
     call_shapes,
     decode_arguments,
+    json_chunks,
     load_json,
     mentions,
 )
 from thena_nb.core.rescue._markup import json_found
 from thena_nb.core.rescue._pythonic import parse_pythonic
 
-__all__ = ["bare", "react", "tool_code"]
+__all__ = ["bare", "react", "tool_code", "transcript"]
 
 _ACTION = re.compile(r"(?m)^[ \t]*(?:\*\*)?Action(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*")
-_ACTION_INPUT = re.compile(r"\s*(?:\*\*)?Action[ \t]+Input(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*")
+_ACTION_INPUT = re.compile(r"\s*(?:\*\*)?Action[ \t]+[Ii]nput(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*")
+# A tool name (any script), and LlamaIndex's tolerated note after it: `add (add two numbers)`.
+_ACTION_NAME = re.compile(r"([^\W\d][\w.-]*)(?:[ \t]+\([^()\n]*\))?")
 _REACT_STOP = re.compile(r"(?m)^[ \t]*(?:\*\*)?(?:Observation|Thought|Final Answer|Action[ \t]*:)")
 _FINAL_ANSWER = re.compile(r"(?m)^[ \t]*(?:\*\*)?Final Answer")
 
@@ -44,11 +49,14 @@ def react(text: str, ctx: Context) -> Pass:
         value = first_json(rest, ctx.budget, at_end=end == len(text))
         calls = [] if value is FAIL else call_shapes(value, replace(ctx, wrapped=True)) or []
         return Pass([Found(first.start(), k, c) for k, c in enumerate(calls)], claimed)
-    line = rest.partition("\n")[0]
-    name = line.strip().strip("`*\"'")
-    if not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
+    # The name may sit on the line after `Action:` (`Action:\nN\n\nAction Input:\n{…}`).
+    at = first.end() + len(rest) - len(rest.lstrip())
+    line = text[at:end].partition("\n")[0]
+    named = _ACTION_NAME.fullmatch(line.strip().strip("`*\"'"))
+    if named is None:
         return Pass()
-    inp = _ACTION_INPUT.match(text, first.end() + len(line))
+    name = named.group(1)
+    inp = _ACTION_INPUT.match(text, at + len(line))
     if inp is None:
         return Pass([Found(first.start(), 0, RawCall(name, None))], claimed)
     stop = _REACT_STOP.search(text, inp.end())
@@ -66,6 +74,44 @@ def _react_input(name: str, raw: str, ctx: Context, *, at_end: bool) -> RawCall 
         value = value[1:-1]
     arguments = decode_arguments(value, ctx.budget) if value else None
     return None if arguments is FAIL else RawCall(name, arguments, typed=True)
+
+
+_TRANSCRIPT = re.compile(
+    r"\[[ \t]*Calling[ \t]+tool[ \t]*:?[ \t]*`?([^\W\d][\w.-]*)`?[ \t]+with[ \t]+"
+    r"(?:arguments|args|input|parameters)[ \t]*:?[ \t]*(?=\{)",
+    re.IGNORECASE,
+)
+_TRANSCRIPT_END = re.compile(r"[ \t]*\]")
+
+
+def transcript(text: str, ctx: Context) -> Pass:
+    """Transcript lines imitating an agent log: `[Calling tool: N with arguments: {…}]`.
+
+    The JSON object must be complete and the bracket closed (or the text end right after
+    the object); a line naming a tool without arguments is a status line, not a call.
+    """
+    found = Pass()
+    if "alling" not in text and "ALLING" not in text:
+        return found
+    matches = list(_TRANSCRIPT.finditer(text))
+    for k, m in enumerate(matches):
+        # Each line is read up to the next one, so the scan stays linear.
+        limit = matches[k + 1].start() if k + 1 < len(matches) else len(text)
+        if not ctx.budget.candidate():
+            break
+        pieces, _ = json_chunks(text[m.end() : min(limit, m.end() + CAP)], at_end=False)
+        if not pieces or pieces[0][0] != 0:
+            continue
+        end = m.end() + len(pieces[0][1])
+        close = _TRANSCRIPT_END.match(text, end)
+        if close is None and text[end:].strip():
+            continue
+        end = close.end() if close else end
+        value = load_json(pieces[0][1], budget=ctx.budget)
+        found.claimed.append((m.start(), end))
+        if isinstance(value, dict):
+            found.found.append(Found(m.start(), 0, RawCall(m.group(1), value)))
+    return found
 
 
 def tool_code(text: str, ctx: Context) -> Pass:
