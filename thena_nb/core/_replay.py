@@ -9,11 +9,21 @@ request differs (`run.replay_diverged_at`) or from `live_from`.
 Messages a fork put into the history (`run.fork(k, inject=...)`, the follow-up of
 `run.continue_with`) are user messages that no turn wrote; a replay puts them back before the
 same turn, so the requests match again.
+
+Runs imported from OpenTelemetry traces (`thena_nb.telemetry.runs_from_spans`) cannot hold
+the live keys: what an agent sends besides the history (its system prompt, tools, settings)
+is hashed into them, and a trace does not carry it all. Their turns hold a *content key*
+instead (`content_key`, prefixed `otel:`): a fingerprint of the conversation before the turn
+(each message's role, text and calls by name and arguments). An imported turn is served while
+the live turn is the same agent's and its history says the same (`Replay.lookup`); a changed
+system prompt or tool set is not seen. A run imported without message content has turns
+keyed `UNCAPTURED_KEY`, and a replay of it is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +33,21 @@ if TYPE_CHECKING:
     from thena_nb.core.model import Reply
     from thena_nb.core.run import Run
 
-__all__ = ["ForkReplay", "HistoryHasher", "Replay", "blake", "inserted_messages"]
+__all__ = [
+    "IMPORTED_PREFIX",
+    "UNCAPTURED_KEY",
+    "ForkReplay",
+    "HistoryHasher",
+    "Replay",
+    "blake",
+    "content_key",
+    "inserted_messages",
+]
+
+IMPORTED_PREFIX = "otel:"
+"""How the request key of a turn imported from a trace starts (`content_key`)."""
+UNCAPTURED_KEY = "otel:uncaptured"
+"""The request key of an imported turn whose trace held no message content."""
 
 
 def blake() -> Any:
@@ -48,6 +72,27 @@ def _call_repr(call: ToolCall) -> str:
     """`repr((c.id, c.name, c.arguments, c.source))`, without making the tuple (a call each)."""
     c = call.__dict__
     return f"({c['id']!r}, {c['name']!r}, {c['arguments']!r}, {c['source']!r})"
+
+
+def content_key(history: Sequence[Message]) -> str:
+    """The key of an imported turn that saw `history`: each message's role, text, and calls by
+    name and arguments (no ids, agents or error flags, which traces spell differently).
+
+    >>> from thena_nb.core.types import Message
+    >>> content_key([Message(role="user", content="hi")]).startswith(IMPORTED_PREFIX)
+    True
+    """
+    h = blake()
+    for m in history:
+        calls = [
+            (c.name, json.dumps(c.arguments, sort_keys=True, default=str)) for c in m.tool_calls
+        ]
+        h.update(repr((m.role, m.content, calls)).encode())
+    return IMPORTED_PREFIX + h.hexdigest()
+
+
+def _imported(key: str | None) -> bool:
+    return key is not None and key.startswith(IMPORTED_PREFIX)
 
 
 class HistoryHasher:
@@ -107,6 +152,16 @@ class Replay:
         self._states = getattr(recorded, "states", None) or {}
         self.inserts: dict[int, list[Message]] = inserted_messages(recorded.history)
         """The user messages no turn wrote, by the index of the turn they come before."""
+        keys = {t.request_key for t in recorded.turns}
+        if UNCAPTURED_KEY in keys:
+            raise ValueError(
+                f"run {recorded.run_id!r} was imported from a trace without message content "
+                f"(content capture was off): it can be shown, diffed and scored, not replayed. "
+                f"Record the trace with content capture on to replay it."
+            )
+        self.imported = any(_imported(k) for k in keys)
+        """A recording imported from a trace: the request phase shows it each history (`see`)."""
+        self._seen: Sequence[Message] | None = None
 
     def insert_before(self, index: int, history: list[Message]) -> None:
         """Put back the messages the recording had before turn `index`'s request (the
@@ -142,10 +197,24 @@ class Replay:
         turn = self._by_index.get(index)
         if turn is None:
             return None  # the recording ended here; going on live is not a divergence
-        if turn.step_path != path or turn.request_key != request_key:
+        if not self._matches(turn, path, request_key):
             self.diverged_at = index
             return None
         return turn
+
+    def see(self, history: Sequence[Message]) -> None:
+        """The history of the turn about to be asked: what an imported turn's content key is
+        checked against (the request phase calls this when `imported`)."""
+        self._seen = history
+
+    def _matches(self, turn: Turn, path: str, request_key: str) -> bool:
+        """Whether recorded `turn` answers the live request: same step and key; an imported
+        turn by its agent's name and the content of the history it saw."""
+        if not _imported(turn.request_key):
+            return turn.step_path == path and turn.request_key == request_key
+        agent = path.rsplit("/", 1)[-1].partition(".")[2]
+        seen = self._seen
+        return agent == turn.agent and seen is not None and content_key(seen) == turn.request_key
 
     def state_after(self, index: int) -> Any:
         """The recorded state snapshot after turn `index`, if one was kept."""
@@ -153,8 +222,9 @@ class Replay:
 
     def copies(self, turn: Turn) -> bool:
         """Whether served `turn` is kept as it was asked, request key included (a plain
-        replay serves only turns whose key matches anyway)."""
-        return True
+        replay serves only turns whose key matches anyway; an imported turn's content key is
+        not a live key, so the live one is kept)."""
+        return not _imported(turn.request_key)
 
 
 class ForkReplay(Replay):

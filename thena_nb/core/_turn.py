@@ -172,6 +172,8 @@ def request(agent: Agent, at: Position, path: str) -> tuple[str, Turn | None]:
     key = scope.hasher.request_key(scope.history, agent.key)
     recorded = None
     if replay is not None:
+        if replay.imported:
+            replay.see(scope.history)  # an imported turn is matched by the history's content
         recorded = replay.lookup(len(scope.turns), path, key, in_branch=not at.top_level)
         if recorded is not None and recorded.request_key and replay.copies(recorded):
             key = recorded.request_key  # a fork's copied turn asked what its parent asked

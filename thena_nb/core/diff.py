@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from thena_nb.core import _html, _portals
+from thena_nb.core._replay import IMPORTED_PREFIX
 from thena_nb.core.report import ReportNode
 from thena_nb.core.steps import callable_name, walk
 from thena_nb.core.types import Turn
@@ -298,7 +299,7 @@ def _pairs(la: _Layout, lb: _Layout) -> list[TurnPair]:
 def _pair(ta: Turn, tb: Turn) -> TurnPair:
     differs: list[PairDifference] = []
     keys = (ta.request_key, tb.request_key)
-    if None not in keys and keys[0] != keys[1]:  # a hand-built turn may have no key
+    if _comparable(*keys) and keys[0] != keys[1]:
         differs.append("request")
     if _reply(ta) != _reply(tb):
         differs.append("reply")
@@ -312,6 +313,15 @@ def _pair(ta: Turn, tb: Turn) -> TurnPair:
         differs=tuple(differs),
         reused=same_outcome and (ta.replayed or tb.replayed),
     )
+
+
+def _comparable(a: str | None, b: str | None) -> bool:
+    """Whether two request keys say anything by differing: both set (a hand-built turn may
+    have none) and of one kind (a turn imported from a trace keys the history's content
+    alone: `otel:...`, see `_replay.content_key`)."""
+    if a is None or b is None:
+        return False
+    return a.startswith(IMPORTED_PREFIX) == b.startswith(IMPORTED_PREFIX)
 
 
 def _reply(turn: Turn) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:

@@ -13,6 +13,10 @@ Nothing is traced, and no span is even created, until `instrument()` is called:
 Names follow semantic-conventions `SEMCONV_VERSION` (the spans carry its schema URL).
 Prompts, messages, tool arguments and results are recorded only with `capture_content=True`.
 
+The other way: `runs_from_spans(spans)` and `load_otlp(path)` make runs of traces in the
+GenAI conventions (thena_nb's own, pydantic-ai's, or any that follow them), to show, diff,
+score, store and, when the spans hold the messages, replay (`Workflow.run(..., replay=run)`).
+
 Example:
     >>> from opentelemetry.sdk.trace import TracerProvider
     >>> from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -37,9 +41,18 @@ from opentelemetry.trace import TracerProvider
 
 from thena_nb.core import _observe
 from thena_nb.telemetry._attributes import SCHEMA_URL, SEMCONV_VERSION
+from thena_nb.telemetry._import import load_otlp, runs_from_spans
 from thena_nb.telemetry._spans import SpanObserver
 
-__all__ = ["SCHEMA_URL", "SEMCONV_VERSION", "instrument", "instrumented", "uninstrument"]
+__all__ = [
+    "SCHEMA_URL",
+    "SEMCONV_VERSION",
+    "instrument",
+    "instrumented",
+    "load_otlp",
+    "runs_from_spans",
+    "uninstrument",
+]
 
 
 def instrument(
