@@ -15,7 +15,10 @@ CORE = {
     "TurnInfo", "Turn", "ToolCall", "Message", "LoopFailure", "LoopStopReason",
     "ThenaError", "WorkflowDefinitionError", "ModelError", "Usage", "ReportNode", "Event",
 }  # fmt: skip
-LATER = {"frames", "runs", "grid", "Case", "Decision", "PendingCall", "GateError", "last_run"}
+LATER = {
+    "frames", "runs", "grid", "Case", "Decision", "PendingCall", "GateError", "last_run",
+    "record",
+}  # fmt: skip
 MODELS = {
     "ScriptedModel", "FunctionModel", "AnthropicModel", "OpenAICompatModel", "reply", "Model",
     "ModelRequest", "ToolSpec", "Reply", "RetryPolicy", "TransientModelError", "ModelError",
@@ -49,6 +52,15 @@ def test_scorers_all() -> None:
 
 def test_rescue_all() -> None:
     assert thena_nb.rescue.__all__ == ["rescue_tool_calls"]
+
+
+def test_telemetry_all() -> None:
+    import thena_nb.telemetry
+
+    assert set(thena_nb.telemetry.__all__) == {
+        "SCHEMA_URL", "SEMCONV_VERSION", "instrument", "instrumented", "uninstrument",
+        "runs_from_spans", "load_otlp",
+    }  # fmt: skip
 
 
 def test_defaults() -> None:

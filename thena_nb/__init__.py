@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from thena_nb.core.report import ReportNode
     from thena_nb.core.run import Run, last_run
     from thena_nb.core.session import Session
+    from thena_nb.frameworks.record import record
 
 _LAZY = {
     "Case": "thena_nb.core.cases",
@@ -70,6 +71,7 @@ _LAZY = {
     "Run": "thena_nb.core.run",
     "Session": "thena_nb.core.session",
     "last_run": "thena_nb.core.run",
+    "record": "thena_nb.frameworks.record",
 }
 """The public names not needed to define a workflow, by the module that holds each: they
 load when first used (`thena_nb.Session`, `from thena_nb import Run`), so `import thena_nb`
@@ -113,6 +115,7 @@ __all__ = [
     "loop",
     "max_tool_calls",
     "parallel",
+    "record",
     "runs",
     "stuck",
     "tool",
