@@ -95,3 +95,19 @@ def test_a_deferred_name_is_served_and_listed(name: str) -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Sesion'"):
         thena_nb.Sesion  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_schema_checks_load_jsonschema_without_the_iri_grammar() -> None:
+    """`jsonschema` loads its optional `iri` checker's grammar as it imports, seconds of CPU;
+    thena_nb checks no formats: the import is kept out, and put back for the user's code."""
+    probe = _probe(
+        "import thena_nb._schema as s\nassert s.validator('t', {'type': 'object'}) is not None",
+        "('jsonschema' in sys.modules, 'rfc3987_syntax' in sys.modules)",
+    )
+    assert probe == (True, False)
+    after = _probe(
+        "import thena_nb._schema\nimport importlib.util",
+        "importlib.util.find_spec('rfc3987_syntax') is None or "
+        "__import__('rfc3987_syntax') is not None",
+    )
+    assert after is True  # still importable by whoever wants it

@@ -4,13 +4,39 @@ a schema, not a signature (MCP servers' tools, other frameworks' tools)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-import jsonschema
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 __all__ = ["validator"]
+
+
+def _jsonschema() -> ModuleType:
+    """`jsonschema`, imported without the `iri` format checker's grammar.
+
+    `jsonschema` imports its optional format checkers as it loads; one of them,
+    `rfc3987_syntax` (which Jupyter's own packages install), builds a parser at import that
+    costs seconds of CPU: most of a foreign agent's or an MCP server's first run. thena_nb
+    checks no formats, so the import is kept out for the time `jsonschema` loads (an
+    `ImportError` it expects), and put back as it was.
+    """
+    if "jsonschema" in sys.modules:
+        return sys.modules["jsonschema"]
+    keep_out = "rfc3987_syntax" not in sys.modules
+    if keep_out:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        import jsonschema
+    finally:
+        if keep_out:
+            del sys.modules["rfc3987_syntax"]
+    return jsonschema
+
+
+jsonschema = _jsonschema()
 
 
 def validator(name: str, schema: dict[str, Any]) -> Callable[[dict[str, Any]], None] | None:
