@@ -33,3 +33,17 @@ def test_the_core_never_imports_opentelemetry() -> None:
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             assert not any(n.split(".")[0] == "opentelemetry" for n in names), path
+
+
+def test_without_opentelemetry_the_import_says_which_extra_to_install() -> None:
+    """A missing optional dependency fails where it is asked for, with the extra to install."""
+    code = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # as if it were not installed\n"
+        "try:\n"
+        "    from thena_nb import telemetry\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'thena_nb[otel]'" in out.stdout

@@ -36,8 +36,14 @@ Example:
 
 from __future__ import annotations
 
-from opentelemetry import trace
-from opentelemetry.trace import TracerProvider
+try:
+    from opentelemetry import trace
+    from opentelemetry.trace import TracerProvider
+except ModuleNotFoundError as missing:  # where the user asked for it, with what to install
+    raise ImportError(
+        "thena_nb.telemetry needs the OpenTelemetry API and SDK; install them with "
+        "`pip install 'thena_nb[otel]'` (the `lab` extra has them too)"
+    ) from missing
 
 from thena_nb.core import _observe
 from thena_nb.telemetry._attributes import SCHEMA_URL, SEMCONV_VERSION
