@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -95,7 +96,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")  # CI containers run as root
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,  # Ctrl-C never leaves it asking "Shutdown? (y/[n])"
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_dies_with_parent,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, token, proc, log)
@@ -107,6 +116,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _dies_with_parent() -> None:
+    """In the server's process, before it starts: the kernel stops it (SIGTERM, so that it
+    shuts its own kernels down) when the test process ends, however it ends: an interrupted
+    or killed `.ci/run` leaves no JupyterLab behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")
