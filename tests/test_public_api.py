@@ -17,7 +17,7 @@ CORE = {
 }  # fmt: skip
 LATER = {
     "frames", "runs", "grid", "Case", "Decision", "PendingCall", "GateError", "last_run",
-    "record",
+    "record", "stepper",
 }  # fmt: skip
 MODELS = {
     "ScriptedModel", "FunctionModel", "AnthropicModel", "OpenAICompatModel", "reply", "Model",

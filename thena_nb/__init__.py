@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from thena_nb.core.run import Run, last_run
     from thena_nb.core.session import Session
     from thena_nb.frameworks.record import record
+    from thena_nb.notebook._stepper_run import stepper
 
 _LAZY = {
     "Case": "thena_nb.core.cases",
@@ -72,6 +73,7 @@ _LAZY = {
     "Session": "thena_nb.core.session",
     "last_run": "thena_nb.core.run",
     "record": "thena_nb.frameworks.record",
+    "stepper": "thena_nb.notebook._stepper_run",
 }
 """The public names not needed to define a workflow, by the module that holds each: they
 load when first used (`thena_nb.Session`, `from thena_nb import Run`), so `import thena_nb`
@@ -117,6 +119,7 @@ __all__ = [
     "parallel",
     "record",
     "runs",
+    "stepper",
     "stuck",
     "tool",
     "turn_of",

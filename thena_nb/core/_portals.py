@@ -57,6 +57,7 @@ __all__ = [
     "stepper",
     "turn_cost",
     "turn_frame",
+    "view_stepper",
 ]
 
 
@@ -143,6 +144,13 @@ def stepper(session: Session) -> Stepper:
     from thena_nb.notebook.stepper import Stepper
 
     return Stepper(session)
+
+
+def view_stepper(run: Run, *, workflow: Any = None, store: Any = None) -> Stepper:
+    """`run.stepper()`: the Stepper over a recorded run, in view mode (notebook layer)."""
+    from thena_nb.notebook._stepper_run import stepper as open_stepper
+
+    return open_stepper(run, workflow=workflow, store=store)
 
 
 def run_experiment(*args: Any, **kwargs: Any) -> Experiment:

@@ -540,6 +540,27 @@ class Run:
         run.request_parts = dict(data.get("request_parts") or {})
         return run
 
+    def stepper(self, *, workflow: Any = None, store: Any = None) -> _portals.Stepper:
+        """Open the Stepper on this run in view mode (needs ipywidgets): scrub its turns,
+        inspect each one, read the turn table and the failure chart, ask what-if, and fork
+        it from the shown turn into a live session. The same as `thena_nb.stepper(run)`.
+
+        Args:
+            workflow: The workflow (or the agent it was made of) that "Fork from here"
+                runs; by default `run.workflow`. A run loaded from a store has none, and
+                without one forking is off.
+            store: Where a fork is kept (the default store when not given).
+
+        Example:
+            >>> from thena_nb import Agent, Workflow
+            >>> from thena_nb.models import ScriptedModel
+            >>> wf = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))])
+            >>> viewed = wf.run("go", store=False).stepper()
+            >>> viewed.mode, viewed.turn_count, viewed.fork_button.disabled
+            ('view', 1, False)
+        """
+        return _portals.view_stepper(self, workflow=workflow, store=store)
+
     def to_html(self, path: str | os.PathLike[str]) -> Path:
         """Write the run as one self-contained HTML file: its transcript, an inspector of
         each turn (reply, what the model saw, reasoning, tools), the turn table and the

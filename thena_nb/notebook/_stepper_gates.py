@@ -3,14 +3,15 @@
 `GateCard` is one pending tool call with Approve, Edit (a JSON editor checked against the
 tool's schema, the error shown inline), Reject (with a reason) and Respond (a result instead
 of running the tool). `fork_session` is `run.fork(at, reply=|tool_results=)` as a `Session`
-the Stepper can step through, instead of a run that has already gone to its end.
+the Stepper can step through, instead of a run that has already gone to its end;
+`live_fork_session` is `run.fork(at)` the same way ("Fork from here").
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import ipywidgets as widgets
 
@@ -20,7 +21,11 @@ from thena_nb.core.run import Run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import walk
 
-__all__ = ["GateCard", "fork_session", "tool_schema"]
+if TYPE_CHECKING:
+    from thena_nb.core.store.base import RunStore
+    from thena_nb.core.workflow import Workflow
+
+__all__ = ["GateCard", "fork_session", "live_fork_session", "tool_schema"]
 
 
 def tool_schema(workflow: Any, pending: PendingCall) -> dict[str, Any] | None:
@@ -157,20 +162,40 @@ def fork_session(
     *,
     reply: Any = None,
     tool_results: Mapping[str, str] | None = None,
+    workflow: Workflow | None = None,
+    store: RunStore | Literal[False] | None = None,
 ) -> Session:
     """`run.fork(at, reply=... | tool_results=...)` as a session paused before its first
     turn (gates pause it, as in the Stepper): stepping it replays turns `0..at-1`, then
-    serves the edited turn `at`. The fork is kept in the default store, as `run.fork`'s.
+    serves the edited turn `at`. The fork is kept in `store` (the default store when
+    `None`), as `run.fork`'s; it runs `workflow` (by default `run.workflow`).
 
     Raises:
         ValueError: The run has no workflow, `at` is out of range, the turn ran in a
             parallel block, or the edit does not fit the turn (the messages say how).
     """
-    workflow = run.workflow
+    workflow = workflow if workflow is not None else run.workflow
     if workflow is None:
         raise ValueError(f"run {run.run_id!r} has no workflow to fork it with")
     if (reply is None) == (tool_results is None):
         raise ValueError("edit a turn with either a new reply or new tool results")
     return _fork.fork_session(
-        workflow, run, at, reply=reply, tool_results=tool_results, at_gate="pause"
+        workflow, run, at, reply=reply, tool_results=tool_results, store=store, at_gate="pause"
     )
+
+
+def live_fork_session(
+    workflow: Workflow,
+    run: Run,
+    at: int,
+    *,
+    store: RunStore | Literal[False] | None = None,
+) -> Session:
+    """`run.fork(at, workflow=workflow)` as a session paused before its first turn: stepping
+    it reuses turns `0..at-1` as recorded, then runs turn `at` onward live. Its run's
+    `parent_run_id` is `run`'s id and `forked_at` is `at`.
+
+    Raises:
+        ValueError: `at` is not a turn index from 0 to `len(run.turns)`.
+    """
+    return _fork.fork_session(workflow, run, at, store=store, at_gate="pause")

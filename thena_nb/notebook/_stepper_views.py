@@ -20,6 +20,8 @@ from thena_nb.core.types import Turn
 __all__ = [
     "CHART_LOOPS",
     "EMPTY_POSITION",
+    "EMPTY_VIEW_POSITION",
+    "FORK_NEEDS_WORKFLOW",
     "LIVE_LABEL",
     "OpenLoopLike",
     "answering_html",
@@ -27,12 +29,15 @@ __all__ = [
     "chart_png",
     "error_html",
     "exception_text",
+    "fork_tooltip",
     "frame_table_html",
     "frame_window",
     "frozen_loop",
     "header_html",
+    "loop_limits",
     "position_html",
     "turn_card_html",
+    "view_html",
     "what_if_html",
     "would_stop_html",
 ]
@@ -41,6 +46,21 @@ LIVE_LABEL = "model text (live, while a turn runs)"
 """The label over the live text box while no turn is running."""
 EMPTY_POSITION = "<i>no turns yet: Step or Run to start</i>"
 """The position line before the first turn."""
+EMPTY_VIEW_POSITION = "<i>this run has no turns: fork it to run it live</i>"
+"""The position line of a viewed run that has no turns."""
+FORK_NEEDS_WORKFLOW = (
+    "Needs the run's workflow: open it with thena_nb.stepper(run, workflow=wf) "
+    "or run.stepper(workflow=wf)"
+)
+"""The tooltip of "Fork from here" when no workflow is at hand."""
+_VIEWED = {
+    "finished": "a finished run",
+    "stopped": "a stopped run",
+    "failed": "a failed run",
+    "budget": "a run that spent its budget",
+    "waiting": "a run waiting for a decision",
+    "running": "an unfinished run",
+}
 CHART_LOOPS = 6
 """The chart draws at most the last this-many loop nodes (a nested loop adds one per run)."""
 _CHART_DPI = 72
@@ -54,6 +74,7 @@ _STATUS_COLORS = {
     "failed": "#d62728",
 }
 _RED = "#d62728"
+_VIEW_STYLE = "border-left:3px solid var(--thena-accent, #1565c0);padding:2px 8px"
 _PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
 
 
@@ -164,6 +185,61 @@ def _stopped_line(node: ReportNode) -> str:
 def _cut(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def view_html(status: str, turn_count: int, *, run_id: str, can_fork: bool) -> str:
+    """The status line of a viewed run: what is shown and how to go on live.
+
+    Args:
+        status: The run's status.
+        turn_count: Its turns.
+        run_id: Its id.
+        can_fork: Whether a workflow is at hand to fork it with.
+
+    Example:
+        >>> html = view_html("failed", 12, run_id="ab12", can_fork=True)
+        >>> "viewing a failed run (12 turns) — fork from here to continue live" in html
+        True
+    """
+    esc = _html.escape
+    what = _VIEWED.get(status, f"a run ({status})")
+    head = f"viewing {esc(what)} ({esc(_html.plural(turn_count, 'turn'))})"
+    if can_fork:
+        tail = "fork from here to continue live"
+    else:
+        tail = (
+            "to continue live, open it with its workflow: "
+            "<code>thena_nb.stepper(run, workflow=wf)</code>"
+        )
+    return (
+        f'<div class="thena-stepper-view" style="{_VIEW_STYLE}">{head} — {tail} '
+        f'<span class="thena-muted">· run <code>{esc(run_id)}</code></span></div>'
+    )
+
+
+def fork_tooltip(at: int, *, can_fork: bool) -> str:
+    """The tooltip of "Fork from here" with turn `at` shown."""
+    if not can_fork:
+        return FORK_NEEDS_WORKFLOW
+    if at <= 0:
+        return "Start a live session from the first turn: the whole run runs again live"
+    return (
+        f"Start a live session from turn {at}: turns 0–{at - 1} are reused as recorded, "
+        f"turn {at} on runs live"
+    )
+
+
+def loop_limits(loops: Sequence[ReportNode]) -> dict[int, tuple[int, float]]:
+    """`(max_iterations, max_fails)` of the innermost loop each turn ran in, by turn index,
+    as the report recorded them (a viewed run has no open loops to ask)."""
+    limits: dict[int, tuple[int, float]] = {}
+    for node in loops:  # pre-order: an inner loop comes after the loop around it
+        if node.max_iterations is None:
+            continue
+        fails = node.max_fails if node.max_fails is not None else math.inf
+        for index in node.turn_indexes():
+            limits[index] = (node.max_iterations, fails)
+    return limits
 
 
 def error_html(text: str) -> str:

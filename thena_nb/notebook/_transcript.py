@@ -16,6 +16,7 @@ from typing import Any
 
 from thena_nb.core import _html
 from thena_nb.core.run import Run
+from thena_nb.core.steps import walk
 from thena_nb.core.types import Message, ToolCall, Turn
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "frame_table_html",
     "inspector_html",
     "inspector_parts",
+    "model_of",
     "reasoning_html",
     "saw_html",
     "tools_html",
@@ -176,6 +178,22 @@ def saw_html(run: Run, turn: Turn, *, model: Any = None) -> str:
         f"<div>model <code>{esc(request.model)}</code> · max_tokens "
         f"{esc(request.max_tokens)}</div>{_wire_html(run, turn, model)}</div>"
     )
+
+
+def model_of(workflow: Any, turn: Turn) -> Any:
+    """The model of the agent that took `turn` in `workflow` (by step path, else by agent
+    name), or `None`: what renders the wire payload of a run that does not know its
+    workflow (one loaded from a store) when the workflow is at hand."""
+    if workflow is None:
+        return None
+    agents = [
+        (path, step)
+        for path, step in walk(workflow.steps, workflow.name)
+        if getattr(step, "kind", None) == "agent"
+    ]
+    agents.sort(key=lambda found: found[0] != turn.step_path)  # its own path first
+    named = [step for _, step in agents if step.name == turn.agent]
+    return named[0].model if named else None
 
 
 def _unsent(turn: Turn, exc: BaseException) -> str:

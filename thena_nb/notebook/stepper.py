@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from html import unescape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 from traitlets import Bool, Int, Unicode, link
@@ -42,7 +42,15 @@ from thena_nb.core.types import ToolCall, Turn, TurnInfo
 from thena_nb.core.what_if import WhatIf
 from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook import _svg_chart, _theme, _transcript
-from thena_nb.notebook._stepper_gates import GateCard, fork_session, tool_schema
+from thena_nb.notebook._stepper_gates import (
+    GateCard,
+    fork_session,
+    live_fork_session,
+    tool_schema,
+)
+
+if TYPE_CHECKING:
+    from thena_nb.notebook._stepper_run import RunView
 
 # `benchmarks/stepper_render.py` times the chart drawing under these names.
 
@@ -79,7 +87,9 @@ class Stepper(widgets.VBox):
 
     Open it with `wf.stepper(input)` or `%thena_step NAME INPUT`; `display(stepper)` shows
     it. It drives `session` (the only thing that advances the run) and records nothing of its
-    own beyond what it shows.
+    own beyond what it shows. `thena_nb.stepper(run)` (or `run.stepper()`) opens it on any
+    recorded run in view mode (`mode == "view"`): the same views, no live controls, and
+    "Fork from here" (`fork_here`) to go on live from the shown turn.
 
     The view: a header (the input, the status, who is answering, each open loop against its
     limits, stop reasons), the controls, one card per tool call held at a gate, the
@@ -99,7 +109,8 @@ class Stepper(widgets.VBox):
     loop of the recorded run would have stopped under it; no model is called.
 
     Args:
-        session: A session of the core executor, e.g. `wf.session(input)`.
+        session: A session of the core executor, e.g. `wf.session(input)`; or a recorded
+            run's `RunView` (what `thena_nb.stepper(run)` passes) for view mode.
         **kwargs: Passed to `ipywidgets.VBox`.
 
     Example:
@@ -136,15 +147,17 @@ class Stepper(widgets.VBox):
     """Who is answering or which tool runs right now, e.g. `Planner is answering…`."""
     run_id = Unicode("").tag(sync=True)
     """The id of the run shown (a fork's after "Edit this turn and continue")."""
+    mode = Unicode("live").tag(sync=True)
+    """`live` over a session, `view` over a recorded run (`thena_nb.stepper(run)`)."""
 
-    def __init__(self, session: Session, **kwargs: Any) -> None:
+    def __init__(self, session: Session | RunView, **kwargs: Any) -> None:
         self.session = session
         self._loop: asyncio.AbstractEventLoop | None = _running_loop()
         self.task: asyncio.Future[Any] | None = None
         """The action in flight (or the last one); `await stepper.task` waits for it."""
         self.break_conditions: list[Callable[..., Any]] = []
         """Functions given to `break_when`."""
-        self.parents: list[Session] = []
+        self.parents: list[Session | RunView] = []
         """The sessions of the runs this one was forked from, the nearest last."""
         self.gate_cards: dict[str, GateCard] = {}
         """The card of each call held at a gate, by call id."""
@@ -170,14 +183,21 @@ class Stepper(widgets.VBox):
         link((self, "gate_every_call"), (self.gate_box, "value"))
         self.observe(self._expression_changed, "break_expression")
         self.observe(self._gate_toggled, "gate_every_call")
+        self._fork_notes: dict[str, str] = {}
         self._attach(session)
         self._refresh(follow=True)
+        if self.mode == "view" and self.turn_count:
+            self.show(0)  # a recorded run reads from its start
 
     def _reset_caches(self) -> None:
         """Forget what was noted of the session's turns (a new session is followed)."""
         self._loop_steps = _loop_steps(self.session)
         self._would_stop: dict[int, str] = {}
-        self._limits: dict[int, tuple[int, float]] = {}
+        # A live run's limits are noted turn by turn; a recorded one's come from its report.
+        recorded = not isinstance(self.session, Session)
+        self._limits: dict[int, tuple[int, float]] = (
+            views.loop_limits(self.session.result.loops) if recorded else {}
+        )
         self._break_reasons: dict[int, str] = {}
         self._tokens: list[int] = []
         self._branch_turns: list[Turn] = []
@@ -187,13 +207,15 @@ class Stepper(widgets.VBox):
         self._chart_key: Any = None
         self._live_agent: tuple[str, int | None] | None = None
 
-    def _attach(self, session: Session) -> None:
+    def _attach(self, session: Session | RunView) -> None:
         self.session = session
+        self.mode = "live" if isinstance(session, Session) else "view"
         session.breakpoints.append(self._breakpoint)
         self._unsubscribe = session.subscribe(self._on_event)
         if self.gate_every_call and _gate_every_call not in session.gates:
             session.gates.append(_gate_every_call)
         self.run_id = session.result.run_id
+        self._render_mode()
 
     def _detach(self) -> None:
         self._unsubscribe()
@@ -228,8 +250,9 @@ class Stepper(widgets.VBox):
         return self.run()
 
     def pause(self) -> None:
-        """Pause a `run()` at its next pause point (before the next model call); the run
-        stays open: `continue_run()`, `step()` or `stop()` go on from there."""
+        """Pause a `run()` at its next pause point: before the tools of the turn whose model
+        is answering, else before the next model call; the run stays open:
+        `continue_run()`, `step()` or `stop()` go on from there."""
         self.session.pause()
 
     def stop(self) -> asyncio.Future[Any] | None:
@@ -240,6 +263,8 @@ class Stepper(widgets.VBox):
         Returns:
             The task that finishes when the run has stopped, or `None` if it already has.
         """
+        if self.mode == "view":
+            return None  # nothing runs in a view
         self.session.stop()
         if self.task is not None and not self.task.done():
             self._stop_requested = True
@@ -280,15 +305,56 @@ class Stepper(widgets.VBox):
         """
         parent = self.session
         try:
-            forked = fork_session(parent.result, index, reply=reply, tool_results=tool_results)
+            forked = fork_session(
+                parent.result,
+                index,
+                reply=reply,
+                tool_results=tool_results,
+                workflow=parent.workflow,
+                store=None if isinstance(parent, Session) else parent.store,
+            )
         except (ValueError, TypeError) as exc:
             self.edit_error.value = views.error_html(views.exception_text(exc))
             raise
         self.edit_error.value = ""
         self.parents.append(parent)
+        self._fork_notes[forked.result.run_id] = f"edited at turn {index}"
         self._follow(forked)
         self._last_action = "step"
         return self._start(lambda: self._step_to(index))
+
+    def fork_here(self, at: int | None = None) -> asyncio.Future[Any]:
+        """Fork the run shown into a live session from turn `at` (the shown turn by
+        default) and follow it: turns `0..at-1` are reused as recorded (no model or tool
+        call), and the session pauses before turn `at`, which runs live on Step or Run.
+        The fork records `parent_run_id` and `forked_at == at` (as `run.fork(at)`);
+        `back_to_parent()` returns to this run. The task finishes once the reused turns
+        are in.
+
+        Raises:
+            ValueError: No workflow is at hand (open the view with `workflow=`), the run
+                has not ended, or `at` is out of range (shown in the widget too).
+        """
+        parent = self.session
+        at = max(self.position, 0) if at is None else at
+        try:
+            if parent.workflow is None:
+                raise ValueError(
+                    f"run {parent.result.run_id!r} has no workflow to fork it with: open it "
+                    f"with `thena_nb.stepper(run, workflow=wf)` or `run.stepper(workflow=wf)`"
+                )
+            if not parent.done:
+                raise ValueError("fork a run once it has ended (or stop it first)")
+            store = None if isinstance(parent, Session) else parent.store
+            forked = live_fork_session(parent.workflow, parent.result, at, store=store)
+        except (ValueError, TypeError) as exc:
+            self.error_html.value = views.error_html(views.exception_text(exc))
+            raise
+        self.parents.append(parent)
+        self._fork_notes[forked.result.run_id] = f"live from turn {at}"
+        self._follow(forked)
+        self._last_action = "step"
+        return self._start(lambda: self._step_to(at - 1) if at > 0 else _nothing())
 
     def back_to_parent(self) -> None:
         """Follow the run this one was forked from again (after `edit_turn`)."""
@@ -383,10 +449,15 @@ class Stepper(widgets.VBox):
         super().close()
 
     def __repr__(self) -> str:
-        return (
-            f"Stepper({self.session.workflow.name!r}, {self.status}, "
-            f"turns={self.turn_count}, position={self.position})"
-        )
+        name = self.session.result.workflow_name
+        if self.mode == "view":
+            fork = "available" if self.session.workflow is not None else "needs workflow="
+            return (
+                f"Stepper({name!r}, view of run {self.run_id!r}, {self.status}, "
+                f"turns={self.turn_count}, position={self.position}, fork={fork})"
+            )
+        where = f"turns={self.turn_count}, position={self.position}"
+        return f"Stepper({name!r}, {self.status}, {where})"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         """The widget, plus a `text/html` snapshot of what it shows now: a saved notebook
@@ -402,6 +473,7 @@ class Stepper(widgets.VBox):
         views_html = [
             _theme.style_html(),
             self.header.value,
+            self.view_html.value if self.mode == "view" else "",
             self.position_html.value,
             self.error_html.value,
             self.transcript_html.value,
@@ -517,7 +589,7 @@ class Stepper(widgets.VBox):
             self._branch_turns.append(turn)
             self._note_turn(turn)
 
-    def _follow(self, session: Session) -> None:
+    def _follow(self, session: Session | RunView) -> None:
         """Show and drive `session` from now on (a fork, or a parent again)."""
         self._detach()
         self.session = session
@@ -671,6 +743,7 @@ class Stepper(widgets.VBox):
             (self.what_if_button, self._what_if_clicked),
             (self.edit_button, self._edit_clicked),
             (self.parent_button, self.back_to_parent),
+            (self.fork_button, self._fork_clicked),
         ]
         for b, method in handlers:
             b.on_click(lambda _, method=method: self._on_loop(method))
@@ -688,7 +761,11 @@ class Stepper(widgets.VBox):
         self.step_button = button("Step", "Run one turn", "step-forward")
         self.iteration_button = button("Step iteration", "Run to the end of this loop iteration")
         self.run_button = button("Run", "Run to the end or the next breakpoint", "play")
-        self.pause_button = button("Pause", "Pause before the next model call", "pause")
+        self.pause_button = button(
+            "Pause",
+            "Pause at the next pause point: before this turn's tools, or the next model call",
+            "pause",
+        )
         self.continue_button = button("Continue", "Go on running from here", "forward")
         self.stop_button = button("Stop", "Stop the run", "stop")
         self.back_button = button("", "Previous turn", "chevron-left")
@@ -698,6 +775,8 @@ class Stepper(widgets.VBox):
         self.edit_button.button_style = "warning"
         self.parent_button = button("Back to the parent run", "Follow the run this was forked from")
         self.parent_button.layout.display = "none"
+        self.fork_button = button("Fork from here", views.FORK_NEEDS_WORKFLOW, "code-branch")
+        self.fork_button.button_style = "primary"
 
     def _build_views(self) -> None:
         self.position_html = widgets.HTML()
@@ -717,6 +796,7 @@ class Stepper(widgets.VBox):
         self.chart = widgets.HTML(layout={"display": "none", "max_width": "660px"})
         self.what_if_html = widgets.HTML()
         self.fork_html = widgets.HTML()
+        self.view_html = widgets.HTML()
         self.gates = widgets.VBox()
 
     def _build_boxes(self) -> None:
@@ -785,7 +865,7 @@ class Stepper(widgets.VBox):
         )
         self.controls.add_class("thena-stepper-controls")
         scrub = widgets.HBox([self.back_button, self.slider, self.forward_button], layout=wrap)
-        breaks = widgets.HBox(
+        self.breaks = widgets.HBox(
             [
                 widgets.HTML("<b>break</b>&nbsp;"),
                 self.break_error_box,
@@ -801,9 +881,12 @@ class Stepper(widgets.VBox):
         self.live_box = widgets.VBox([self.live_label, self.live_text], layout={"display": "none"})
         what_if = widgets.HBox([self.what_if_text, self.what_if_button], layout=wrap)
         forked = widgets.HBox([self.fork_html, self.parent_button], layout=wrap)
+        self.view_bar = widgets.HBox([self.view_html, self.fork_button], layout=wrap)
+        self.view_bar.add_class("thena-stepper-view-bar")
         return [
             self.style,
             self.header,
+            self.view_bar,
             self.controls,
             self.gates,
             forked,
@@ -812,7 +895,7 @@ class Stepper(widgets.VBox):
             self.error_html,
             self.live_box,
             main,
-            breaks,
+            self.breaks,
             self.break_error_html,
             self.frame_html,
             self.chart,
@@ -847,6 +930,27 @@ class Stepper(widgets.VBox):
         with contextlib.suppress(ValueError, TypeError):  # shown in the edit box
             self.edit_turn(index, **edits)
 
+    def _fork_clicked(self) -> None:
+        with contextlib.suppress(ValueError, TypeError):  # shown in the widget
+            self.fork_here()
+
+    def _render_mode(self) -> None:
+        """Show the live controls over a session; over a recorded run, the view's status
+        line and "Fork from here" instead (a view has nothing to step, stop or decide)."""
+        viewing = self.mode == "view"
+        live = "none" if viewing else None
+        for box in (self.controls, self.breaks, self.gates, self.break_error_html):
+            box.layout.display = live
+        self.view_bar.layout.display = None if viewing else "none"
+        if viewing:
+            run = self.session.result
+            self.view_html.value = views.view_html(
+                run.status,
+                len(run.turns),
+                run_id=run.run_id,
+                can_fork=self.session.workflow is not None,
+            )
+
     def _set_busy(self, busy: bool) -> None:
         self._busy = busy
         self.live_box.layout.display = None if busy else "none"
@@ -869,7 +973,10 @@ class Stepper(widgets.VBox):
         self.back_button.disabled = self.position <= 0
         self.forward_button.disabled = self.position >= n - 1
         self.slider.disabled = n == 0
-        self.edit_button.disabled = self._busy or self.position < 0
+        can_fork = session.workflow is not None
+        self.edit_button.disabled = self._busy or self.position < 0 or not can_fork
+        self.fork_button.disabled = self._busy or not can_fork
+        self.fork_button.tooltip = views.fork_tooltip(self.position, can_fork=can_fork)
 
     # -- the views ----------------------------------------------------------------------
 
@@ -910,7 +1017,7 @@ class Stepper(widgets.VBox):
         if self.status == "stopping":
             live = "stopping… (the model call in flight is being cancelled)"
         self.header.value = views.header_html(
-            session.workflow.name,
+            run.workflow_name,
             self.status,
             len(run.turns),
             hit=hit,
@@ -938,7 +1045,8 @@ class Stepper(widgets.VBox):
 
     def _render_empty(self) -> None:
         self.position = -1
-        self.position_html.value = views.EMPTY_POSITION
+        viewing = self.mode == "view"
+        self.position_html.value = views.EMPTY_VIEW_POSITION if viewing else views.EMPTY_POSITION
         for html in (self.turn_html, self.saw_html, self.reasoning_html, self.tools_html):
             html.value = ""
         self.frame_html.value = ""
@@ -993,7 +1101,11 @@ class Stepper(widgets.VBox):
         turn, run = turns[self.position], self.session.result
         tab = self.inspector.selected_index or 0
         if tab == 1:
-            self.saw_html.value = _transcript.saw_html(run, turn)
+            # A recorded run may not know its workflow; the one the view was given renders.
+            model = (
+                _transcript.model_of(self.session.workflow, turn) if self.mode == "view" else None
+            )
+            self.saw_html.value = _transcript.saw_html(run, turn, model=model)
         elif tab == 2:
             self.reasoning_html.value = _transcript.reasoning_html(turn)
         elif tab == 3:
@@ -1038,9 +1150,10 @@ class Stepper(widgets.VBox):
             self.fork_html.value = ""
             self.parent_button.layout.display = "none"
             return
+        how = self._fork_notes.get(run.run_id, f"at turn {run.forked_at}")
         self.fork_html.value = (
-            f"<div>a fork of run <code>{_html.escape(run.parent_run_id)}</code>, edited at "
-            f"turn {_html.escape(run.forked_at)}</div>"
+            f"<div>a fork of run <code>{_html.escape(run.parent_run_id)}</code>, "
+            f"{_html.escape(how)}</div>"
         )
         self.parent_button.layout.display = None
 
@@ -1086,7 +1199,11 @@ class Stepper(widgets.VBox):
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _status(session: Session) -> str:
+async def _nothing() -> None:
+    """An action with nothing to do (a fork from turn 0 has no turn to reuse)."""
+
+
+def _status(session: Session | RunView) -> str:
     """What the session is doing at this moment, as the Stepper's `status` says it."""
     if session.done:
         return str(session.result.status)
@@ -1125,9 +1242,11 @@ class _TurnView:
         return getattr(self._ctx, name)
 
 
-def _loop_steps(session: Session) -> dict[str, LoopStep]:
+def _loop_steps(session: Session | RunView) -> dict[str, LoopStep]:
     """The workflow's loops by step path, where `OpenLoop.path` finds its `until`."""
     wf = session.workflow
+    if wf is None:
+        return {}
     return {path: step for path, step in walk(wf.steps, wf.name) if isinstance(step, LoopStep)}
 
 
