@@ -167,7 +167,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
         """What the agent is, for fingerprints: model and settings, instructions, tools'
         functions, output type (values and functions, never memory addresses)."""
 
-    changeable = ("instructions", "system", "model", "model_settings", "name")
+    changeable: tuple[str, ...] = ("instructions", "system", "model", "model_settings", "name")
     """What `replace` (fork's and experiments' `changes`) may change; `system` is
     `instructions`."""
     overrides: dict[str, Any]

@@ -8,6 +8,8 @@ Each framework has a module here, imported only when one of its agents is used:
 |---|---|---|---|
 | pydantic-ai | `pydantic_ai.Agent` | `pydantic_ai.py` | `thena_nb[pydantic-ai]` |
 | OpenAI Agents SDK | `agents.Agent` | `openai_agents.py` | `thena_nb[openai-agents]` |
+| LangGraph | a compiled graph (`create_agent`) | `langgraph.py` | `thena_nb[langgraph]` |
+| smolagents | `ToolCallingAgent`, `CodeAgent` | `smolagents.py` | `thena_nb[smolagents]` |
 
 A new framework adds a row: a `ForeignAgent` subclass that holds the framework at its model
 call and its tool calls and reports both to the `TurnPort` (see core/foreign.py).
@@ -25,6 +27,8 @@ __all__ = ["KINDS", "SUPPORTED", "step_of"]
 SUPPORTED: dict[str, tuple[str, tuple[int, int], tuple[int, int]]] = {
     "pydantic_ai": ("pydantic-ai-slim", (2, 40), (3, 0)),
     "agents": ("openai-agents", (0, 20), (1, 0)),
+    "langgraph": ("langgraph", (1, 0), (2, 0)),
+    "smolagents": ("smolagents", (1, 20), (2, 0)),
 }
 """By the framework's top-level module: its distribution, the lowest release supported and
 the first one that is not (major, minor)."""
@@ -58,6 +62,18 @@ def step_of(agent: Any, *, name: str | None = None, gate: GateSpec = None) -> Fo
         if openai_agents.is_agent(agent):
             _check_release(root)
             return openai_agents.AgentsSDKStep(agent, name=name, gate=gate)
+    elif root == "langgraph":
+        from thena_nb.frameworks import langgraph
+
+        if langgraph.is_graph(agent):
+            _check_release(root)
+            return langgraph.LangGraphStep(agent, name=name, gate=gate)
+    elif root == "smolagents":
+        from thena_nb.frameworks import smolagents
+
+        if smolagents.is_agent(agent):
+            _check_release(root)
+            return smolagents.SmolagentsStep(agent, name=name, gate=gate)
     return None
 
 
