@@ -12,7 +12,10 @@ a note), each configuration in processes of its own. Times are medians; W1 shows
 (`time.process_time`) beside wall time, and its targets are judged on CPU time, which a busy
 machine disturbs less. W9 runs the same loop through the real adapters (`OpenAICompatModel`,
 `AnthropicModel` and their SDKs) against a server on 127.0.0.1 (`benchmarks/adapter_turn.py`);
-W10 streams one long answer through `OpenAICompatModel` (`benchmarks/stream_reply.py`).
+W10 streams one long answer through `OpenAICompatModel` (`benchmarks/stream_reply.py`);
+W12 writes a W1 run's page (`run.to_html`) at 100, 1,000 and 5,000 turns
+(`benchmarks/page_size.py`); W13 loads a stored 10,000-turn W1 run (`Run.load`) against
+selecting its rows and decoding their JSON (`benchmarks/run_load.py`).
 
     python -m benchmarks --only W1 --code ../other-checkout --no-peers   # another branch's code
 """
@@ -33,8 +36,8 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11")
-SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13")
+SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13")
 """The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

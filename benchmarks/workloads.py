@@ -6,8 +6,8 @@ others as scripts.
   own (`benchmarks.w1`, `benchmarks.w1_child`); CPU and wall medians, peer ÷ default ratios.
 - W2 parallel: two branches whose models take 100 ms each; wall time against 100 ms.
 - W5 memory: bytes kept per recorded turn of a 10,000-turn run, beyond the model's own text.
-- W3 notebook views, W4 store, W6 rescue throughput, W7 run diffs: their scripts, run as
-  subprocesses.
+- W3 notebook views, W4 store, W6 rescue throughput, W7 run diffs, W12 a run's page, W13
+  opening a stored run: their scripts, run as subprocesses.
 """
 
 from __future__ import annotations
@@ -236,6 +236,8 @@ SCRIPTS = [
     Script("W9", "adapter_turn.py", "W1 through the real adapters"),
     Script("W10", "stream_reply.py", "a streamed answer"),
     Script("W11", "foreign_step.py", "a pydantic-ai agent as a step"),
+    Script("W12", "page_size.py", "a run's page: bytes per turn and time"),
+    Script("W13", "run_load.py", "opening a stored run (Run.load)"),
 ]
 
 

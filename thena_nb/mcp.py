@@ -17,7 +17,10 @@ shown when the server fails. Needs the `mcp` extra: `pip install "thena_nb[mcp]"
 Each MCP tool is a `SchemaTool` whose spec is the server's `inputSchema`; arguments are
 checked against it with `jsonschema` before the call; an `isError` result fails the call
 (`McpToolError`); a server that cannot start, or dies, raises or fails the call with an
-`McpServerError` naming the command and showing its stderr. A tool the spec calls
+`McpServerError` naming the command and showing its stderr. Every wait has a limit: a
+server that does not start and list its tools within `startup_timeout` fails the run, a
+call not answered within `call_timeout` fails the call, and a server that will not wind
+down is cut off, so no server outlives its run (also after Ctrl-C). A tool the spec calls
 destructive (`destructiveHint` true or absent, `readOnlyHint` not true) is gated
 (`Tool.gate`) unless the server was made with `gate=False`, and is never run from a call
 rescued from text.
@@ -29,6 +32,8 @@ import os
 from collections.abc import Mapping, Sequence
 
 from thena_nb._mcp._server import (
+    CALL_TIMEOUT_S,
+    STARTUP_TIMEOUT_S,
     McpServer,
     McpServerError,
     McpToolError,
@@ -46,6 +51,8 @@ def stdio(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     gate: bool = True,
+    startup_timeout: float = STARTUP_TIMEOUT_S,
+    call_timeout: float = CALL_TIMEOUT_S,
 ) -> McpServer:
     """An MCP server run as a subprocess and spoken to over stdio, as a tool source.
 
@@ -56,6 +63,10 @@ def stdio(
             (`HOME`, `PATH`, ...). Their values never reach a repr, a key or an error.
         cwd: The server's working directory.
         gate: `False` to gate none of its tools; by default the destructive ones are gated.
+        startup_timeout: Seconds the server has to start and list its tools; past it the
+            run fails with an `McpServerError` and the server is stopped.
+        call_timeout: Seconds a tool call waits for the server's answer; past it the call
+            fails (the model is told) and the run goes on.
 
     Example:
         >>> from thena_nb import Agent, mcp
@@ -64,20 +75,39 @@ def stdio(
         >>> Agent("Clock", model=ScriptedModel(["noon"]), tools=[clock]).sources
         [McpServer(stdio 'mcp-server-time --local-timezone Europe/Paris')]
     """
-    return McpServer(stdio_transport(command, args, env, cwd), gate=gate)
+    return McpServer(
+        stdio_transport(command, args, env, cwd),
+        gate=gate,
+        startup_timeout=startup_timeout,
+        call_timeout=call_timeout,
+    )
 
 
-def http(url: str, *, headers: Mapping[str, str] | None = None, gate: bool = True) -> McpServer:
+def http(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    gate: bool = True,
+    startup_timeout: float = STARTUP_TIMEOUT_S,
+    call_timeout: float = CALL_TIMEOUT_S,
+) -> McpServer:
     """An MCP server reached over streamable HTTP, as a tool source.
 
     Args:
         url: The server's endpoint, e.g. `"http://127.0.0.1:8000/mcp"`.
         headers: HTTP headers for every request (an `Authorization` token); never shown.
         gate: `False` to gate none of its tools; by default the destructive ones are gated.
+        startup_timeout: Seconds the server has to answer `initialize` and list its tools.
+        call_timeout: Seconds a tool call waits for the server's answer.
 
     Example:
         >>> from thena_nb import mcp
         >>> mcp.http("http://127.0.0.1:8000/mcp", headers={"Authorization": "Bearer s3cr3t"})
         McpServer(http 'http://127.0.0.1:8000/mcp')
     """
-    return McpServer(http_transport(url, headers), gate=gate)
+    return McpServer(
+        http_transport(url, headers),
+        gate=gate,
+        startup_timeout=startup_timeout,
+        call_timeout=call_timeout,
+    )

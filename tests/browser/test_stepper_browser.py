@@ -65,16 +65,16 @@ def test_step_three_times_shows_the_frame_and_turn_two(page: Page, lab: Lab) -> 
     open_and_run(page, lab, write_notebook(lab, "step_through.ipynb", SETUP, STEP_THROUGH))
     stepper_root(page)
     position = page.locator(".thena-stepper-position")
-    for n in (1, 2, 3):
+    for n, nth in ((1, "1st"), (2, "2nd"), (3, "3rd")):
         button(page, "Step").click()
-        expect(position).to_contain_text(f"turn {n - 1} ({n} of {n})")
+        expect(position).to_contain_text(f"turn #{n - 1} ({nth} of {n})")
     frame_rows = page.locator(".thena-stepper-frame tbody tr")
     expect(frame_rows).to_have_count(3)
     expect(frame_rows.nth(1)).to_contain_text("add")
     expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
 
     button(page, "Back").click()
-    expect(position).to_contain_text("turn 1 (2 of 3)")
+    expect(position).to_contain_text("turn #1 (2nd of 3)")
     panel = page.locator(".thena-stepper-turn")
     expect(panel).to_contain_text("add")
     expect(panel).to_contain_text('{"a": 3, "b": 4}')

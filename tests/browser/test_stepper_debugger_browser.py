@@ -66,6 +66,22 @@ stepper = wf.stepper("What is 1 + 2 + 3 + 4?")
 stepper
 """
 
+FAILING = """
+calc = Agent("Calc", model=ScriptedModel([reply.tool("add", a="one", b=2), reply.tool("add", a=1, b=2),
+                                          "The sum is 3."]), tools=[add])
+wf = Workflow("fails", [loop(steps=[calc], until=until_answered, max_iterations=5)])
+stepper = wf.stepper("What is 1 + 2?")
+stepper
+"""
+
+MANY = """
+calc = Agent("Calc", model=ScriptedModel([reply.tool("add", a=i, b=1) for i in range(14)]
+                                         + ["done"]), tools=[add])
+stepper = Workflow("many", [loop(steps=[calc], until=until_answered, max_iterations=20)]
+                   ).stepper("Count")
+stepper
+"""
+
 HOSTILE_RUN = """
 text = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">')
 calc = Agent("Calc", model=ScriptedModel([reply.tool("add", a=1, b=2), "<b>bold</b> " + text]),
@@ -76,13 +92,13 @@ run = Workflow("page", [loop(steps=[calc], until=until_answered)]).run("Add <1> 
 
 def button(page: Page | Locator, title: str) -> Locator:
     """A button found by its tooltip (icon glyphs are part of the visible name)."""
-    return page.locator(f"button[title='{title}']")
+    return page.locator(f'button[title="{title}"]')
 
 
 STEP, RUN, PAUSE, CONTINUE = (
     "Run one turn",
     "Run to the end or the next breakpoint",
-    "Pause before the next model call",
+    "Pause at the next pause point: before this turn's tools, or the next model call",
     "Go on running from here",
 )
 
@@ -108,12 +124,12 @@ def test_step_through_a_parallel_block_one_branch_turn_at_a_time(page: Page, lab
     position = page.locator(".thena-stepper-position")
     header = page.locator(".thena-stepper-header")
     button(page, STEP).click()
-    expect(position).to_contain_text("turn 0 (1 of 1)")
+    expect(position).to_contain_text("turn #0 (1st of 1)")
     button(page, STEP).click()
     expect(position).to_contain_text("parallel branch 0 (joins the run when the block ends)")
     expect(header).to_contain_text("1 turn (+1 in a parallel block)")
     button(page, STEP).click()
-    expect(position).to_contain_text("turn 2 (3 of 3)")
+    expect(position).to_contain_text("turn #2 (3rd of 3)")
     expect(page.locator(".thena-entry.current")).to_contain_text("found 3")
     button(page, STEP).click()
     expect(position).to_contain_text("parallel branch 1")
@@ -130,7 +146,7 @@ def test_step_through_a_parallel_block_one_branch_turn_at_a_time(page: Page, lab
     expect(page.locator(".thena-system")).to_have_text("You research <carefully>.")
     button(page, "Previous turn").click()
     button(page, "Previous turn").click()
-    expect(page.locator(".thena-stepper-position")).to_contain_text("turn 0 (1 of 4)")
+    expect(page.locator(".thena-stepper-position")).to_contain_text("turn #0 (1st of 4)")
     expect(page.locator(".thena-system")).to_have_text("You plan.")
     widget_shot(page, "stepper-branches.png")
 
@@ -175,7 +191,12 @@ def test_pause_and_continue_a_run(page: Page, lab: Lab) -> None:
     expect(header).to_contain_text("Calc is answering…")
     expect(header).to_contain_text(re.compile(r"running · [12] turns?"))
     button(page, PAUSE).click()
-    expect(header).to_contain_text("paused")
+    # "pausing…" shows at once and lasts until the model call in flight ends (< 0.4 s)
+    expect(header).to_contain_text(re.compile(r"pausing…|paused before"))
+    expect(header).to_contain_text(
+        re.compile(r"paused before (tools — Continue runs them|the next)")
+    )
+    expect(header).not_to_contain_text("pausing")
     expect(button(page, CONTINUE)).to_be_enabled()
     paused_at = page.locator(".thena-stepper-position").inner_text()
     page.wait_for_timeout(1000)  # nothing moves while paused
@@ -195,12 +216,12 @@ def test_edit_a_turn_and_continue(page: Page, lab: Lab) -> None:
     button(page, RUN).click()
     expect(header).to_contain_text("finished")
     button(page, "Previous turn").click()
-    expect(page.locator(".thena-stepper-position")).to_contain_text("turn 1 (2 of 3)")
+    expect(page.locator(".thena-stepper-position")).to_contain_text("turn #1 (2nd of 3)")
     tab(page, "Edit").click()
     box = page.locator(".thena-edit textarea")
     box.fill("Stop here: the sum is 3 + <4>.")
     button(page, "Fork the run with this edit").click()
-    expect(page.locator(".thena-stepper-position")).to_contain_text("turn 1 (2 of 2)")
+    expect(page.locator(".thena-stepper-position")).to_contain_text("turn #1 (2nd of 2)")
     expect(page.locator(".thena-transcript")).to_contain_text("Stop here: the sum is 3 + <4>.")
     expect(page.get_by_text("a fork of run")).to_be_visible()
     back = button(page, "Follow the run this was forked from")
@@ -252,6 +273,14 @@ def switch_to_dark(page: Page) -> None:
     page.wait_for_timeout(500)
 
 
+def switch_to_light(page: Page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Settings$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Light$")).click()
+    expect(page.locator("body[data-jp-theme-light='true']")).to_have_count(1, timeout=20_000)
+    page.wait_for_timeout(500)
+
+
 def test_dark_theme_colours_have_contrast(page: Page, lab: Lab) -> None:
     page.set_viewport_size({"width": 1280, "height": 1800})
     open_and_run(page, lab, write_notebook(lab, "dark.ipynb", SETUP, EDITABLE))
@@ -278,10 +307,137 @@ def test_dark_theme_colours_have_contrast(page: Page, lab: Lab) -> None:
         assert chart_bg in ("rgba(0, 0, 0, 0)", "transparent")  # the theme shows through
         widget_shot(page, "stepper-dark.png", docs=True)
     finally:
-        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Settings$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Light$")).click()
-        expect(page.locator("body[data-jp-theme-light='true']")).to_have_count(1)
+        switch_to_light(page)
+
+
+TEXTS_JS = """(root) => {
+  const parse = (s) => { const m = s.match(/[\\d.]+/g).map(Number);
+                         return m.length === 3 ? [...m, 1] : m; };
+  const over = (top, under) => top.slice(0, 3).map((c, i) => c * top[3] + under[i] * (1 - top[3]));
+  const colours = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) layers.push(c);
+      if (c[3] >= 1) break;
+    }
+    let bg = [255, 255, 255];
+    for (const c of layers.reverse()) bg = over(c, bg);
+    return {fg: over(parse(getComputedStyle(el).color), bg), bg: bg};
+  };
+  const out = [];
+  for (const host of document.querySelectorAll(root)) {
+    for (const el of host.querySelectorAll('*')) {
+      const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+      const r = el.getBoundingClientRect();
+      if (!own || r.width === 0 || r.height === 0 || el instanceof SVGElement) continue;
+      const name = el.tagName.toLowerCase() + '.' + (el.getAttribute('class') || '') +
+                   ' "' + el.textContent.trim().slice(0, 30) + '"';
+      out.push({name: name, ...colours(el)});
+    }
+  }
+  return out;
+}"""
+"""Every visible HTML element with text of its own under `root`: its text colour composited
+on what is behind it, and that background (the chart's SVG text is checked on its own)."""
+
+ERROR_TEXTS = {
+    "Reply tab": '.thena-stepper-turn pre[style*="color:#d62728"]',
+    "Tools tab": ".thena-inspector .thena-bad-text pre",
+    "transcript": ".thena-transcript .thena-bad-text pre",
+}
+
+
+def low_contrast(page: Page) -> list[str]:
+    """Every text of the Stepper's own views under 4.5:1 against what is behind it."""
+    seen = page.evaluate(TEXTS_JS, ".thena-stepper .widget-html-content")
+    assert len(seen) > 20  # the check saw the views
+    return [
+        f"{t['name']}: {contrast(tuple(t['fg']), tuple(t['bg'])):.2f} {t['fg']} on {t['bg']}"
+        for t in seen
+        if contrast(tuple(t["fg"]), tuple(t["bg"])) < 4.5
+    ]
+
+
+def test_every_text_has_contrast_in_light_and_dark_with_errors_shown(page: Page, lab: Lab) -> None:
+    """The error text of the Reply and Tools tabs and the transcript, and every other text
+    of the Stepper's views, at least 4.5:1 (WCAG AA) in JupyterLab Light and Dark."""
+    page.set_viewport_size({"width": 1280, "height": 1800})
+    open_and_run(page, lab, write_notebook(lab, "contrast.ipynb", SETUP, FAILING))
+    stepper_root(page)
+    button(page, RUN).click()
+    expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
+    button(page, "Previous turn").click()
+    button(page, "Previous turn").click()
+    expect(page.locator(".thena-stepper-position")).to_contain_text("turn #0 (1st of 3)")
+    for theme in ("light", "dark"):
+        if theme == "dark":
+            switch_to_dark(page)
+        try:
+            for tab_name in ("Reply", "Tools"):
+                tab(page, tab_name).click()
+                for where, selector in ERROR_TEXTS.items():
+                    if where.endswith("tab") and not where.startswith(tab_name):
+                        continue
+                    expect(page.locator(selector).first).to_be_visible()
+                    seen = page.evaluate(COLOURS_JS, selector)
+                    ratio = contrast(tuple(seen["fg"]), tuple(seen["bg"]))
+                    assert ratio >= 4.5, (theme, where, seen, ratio)
+                    assert seen["fg"][0] > seen["fg"][1] + 40, (theme, where, seen)  # still red
+                assert low_contrast(page) == [], (theme, tab_name)
+            widget_shot(page, f"stepper-errors-{theme}.png")
+        finally:
+            if theme == "dark":
+                switch_to_light(page)
+
+
+def test_run_scrolls_the_transcript_to_the_shown_turn(page: Page, lab: Lab) -> None:
+    page.set_viewport_size({"width": 1280, "height": 1800})
+    open_and_run(page, lab, write_notebook(lab, "follow.ipynb", SETUP, MANY))
+    stepper_root(page)
+    button(page, RUN).click()
+    expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
+    box = page.locator(".thena-transcript")
+    current = page.locator(".thena-transcript .thena-entry.current")
+    expect(current).to_contain_text("done")
+    inside = "([b, c]) => c.top >= b.top - 1 && c.bottom <= b.bottom + 1"
+    rects = [box.bounding_box(), current.bounding_box()]
+    assert rects[0] is not None and rects[1] is not None
+    assert box.evaluate("e => e.scrollHeight > e.clientHeight")  # it does scroll
+    b, c = rects[0], rects[1]
+    assert page.evaluate(
+        inside,
+        [
+            {"top": b["y"], "bottom": b["y"] + b["height"]},
+            {"top": c["y"], "bottom": c["y"] + c["height"]},
+        ],
+    ), rects
+    expect(page.locator(".thena-stepper-frame tbody tr")).to_have_count(15)
+    widget_shot(page, "stepper-follow.png")
+
+
+def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> None:
+    page.set_viewport_size({"width": 1280, "height": 1400})
+    open_and_run(page, lab, write_notebook(lab, "narrow332.ipynb", SETUP, EDITABLE))
+    stepper_root(page)
+    button(page, RUN).click()
+    expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
+    # JupyterLab itself does not fit a 332 px window: narrow the widget's own box instead
+    page.locator(".thena-stepper").evaluate("e => { e.style.width = '332px'; }")
+    page.wait_for_timeout(300)
+    row = page.locator(".thena-scrub")
+    tops = [
+        round(box["y"] + box["height"] / 2)
+        for box in (
+            button(page, "Previous turn").bounding_box(),
+            row.locator(".widget-slider").bounding_box(),
+            button(page, "Next turn").bounding_box(),
+        )
+        if box is not None
+    ]
+    assert len(tops) == 3 and max(tops) - min(tops) <= 4, tops
+    assert row.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    widget_shot(page, "stepper-332.png")
 
 
 CLIPPED_JS = """(selectors) => {

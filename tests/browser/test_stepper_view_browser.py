@@ -68,16 +68,16 @@ def test_view_a_stored_run_scrub_it_and_fork_it_live(page: Page, lab: Lab) -> No
     expect(view).to_contain_text("fork from here to continue live")
     expect(page.locator("button[title='Run one turn']")).to_be_hidden()
     expect(page.locator(".thena-stepper-controls")).to_be_hidden()
-    expect(position).to_contain_text("turn 0 (1 of 3)")
+    expect(position).to_contain_text("turn #0 (1st of 3)")
 
     handle = page.locator(".thena-ui .noUi-handle")
     handle.focus()
     handle.press("End")  # scrub to the last turn with the keyboard
-    expect(position).to_contain_text("turn 2 (3 of 3)")
+    expect(position).to_contain_text("turn #2 (3rd of 3)")
     handle.press("ArrowLeft")
-    expect(position).to_contain_text("turn 1 (2 of 3)")
+    expect(position).to_contain_text("turn #1 (2nd of 3)")
     handle.press("ArrowRight")
-    expect(position).to_contain_text("turn 2 (3 of 3)")
+    expect(position).to_contain_text("turn #2 (3rd of 3)")
     expect(position).to_contain_text("loop iteration 3 of 5")
 
     panel = page.locator(".thena-stepper-turn")

@@ -137,15 +137,26 @@ async def test_a_bad_edit_or_an_unknown_call_id_raises_and_the_call_stays_pendin
     assert (await s.run()).status == "stopped" and s.done
 
 
-async def test_stop_while_held_stops_the_run_and_no_tool_runs() -> None:
+async def test_stop_while_held_stops_the_run_keeps_the_turn_and_no_tool_runs() -> None:
+    """S28: `stop()` at a gate keeps the turn (its reply and calls, none run), then stops."""
     ran: Ran = []
-    s = shop(ran).session("settle", store=False)
+    store = MemoryRunStore()
+    s = shop(ran).session("settle", store=store)
     await s.step()
     assert s.pending
     s.stop()
+    assert s.done
     run = await s.run()
-    assert run.status == "stopped" and ran == [] and run.turns == []
+    assert run.status == "stopped" and ran == [] and run.error is None
     assert run.loops[0].stop_reason == "stop"
+    [turn] = run.turns
+    assert [c.name for c in turn.tool_calls] == [name for name, _ in FIRST_CALLS]
+    not_run = "was not run: the run was stopped before it ran"
+    assert all(c.ok is False and not_run in (c.error or "") for c in turn.tool_calls)
+    assert [m.role for m in run.history] == ["user", "assistant", *["tool"] * 4]
+    assert s.pending == [] and await s.step() is None
+    loaded = store.load(run.run_id)
+    assert loaded.status == "stopped" and loaded.turns == run.turns
 
 
 async def test_with_pause_before_tools_a_gate_pauses_the_turn_once() -> None:

@@ -303,7 +303,7 @@ def test_frame_and_compare_columns() -> None:
     assert list(frame.columns) == [
         "input", "variant", "status", "error", "stop_reasons", "turns", "tool_calls",
         "rescued", "failures", "input_tokens", "output_tokens", "wall_s", "cost_usd",
-        "saved_usd",
+        "saved_usd", "reused", "changed",
     ]  # fmt: skip
     row = frame.iloc[0]
     assert (row["input"], row["variant"], row["status"]) == ("<b>in</b>", "one", "finished")

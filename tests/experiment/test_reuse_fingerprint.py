@@ -203,3 +203,18 @@ def test_reused_runs_are_counted_as_they_are_found(
     again = wf.map(inputs, store=store, progress=True)
     assert again.reused == 150 and sum(bar_updates) == 150
     assert seen_while_loading[0] == 0 and max(seen_while_loading) >= 64  # counted meanwhile
+
+
+def test_arrays_and_frames_count_by_contents_even_where_they_cannot_be_hashed() -> None:
+    """Object arrays and frames with list cells (which pandas cannot hash) count too."""
+    import numpy as np
+    import pandas as pd
+
+    def build(cell: list[int], item: object) -> Workflow:
+        table = pd.DataFrame({"tags": [[1], cell]})
+        objects = np.array([item, "x"], dtype=object)
+        return answering(lambda request: reply.text(f"{table} {objects}"))
+
+    assert fingerprint(build([2], 1)) == fingerprint(build([2], 1))
+    assert fingerprint(build([2], 1)) != fingerprint(build([3], 1))
+    assert fingerprint(build([2], 1)) != fingerprint(build([2], 2))

@@ -90,8 +90,8 @@ async def test_step_three_times_shows_each_turn_frame_and_chart() -> None:
     assert "the sum is 10" in stepper.turn_html.value
     assert "would stop: <b>yes</b>" in stepper.turn_html.value
     line = stepper.position_html.value
-    assert "turn 2 (3 of 3)" in line and "<code>w/0.loop/0.Calc</code>" in line
-    assert "loop iteration 3 of 10" in line and "consecutive fails 0 of 5" in line
+    assert "turn #2 (3rd of 3)" in line and "<code>w/0.loop/0.Calc</code>" in line
+    assert "loop iteration 3 of 10" in line and "consecutive fails after it 0 of 5" in line
     assert all(b.disabled for b in (stepper.step_button, stepper.run_button))
     assert len(model.requests) == 3
 
@@ -118,7 +118,7 @@ async def test_position_line_counts_fails_and_tokens() -> None:
     await stepper.step()
     await stepper.step()
     line = stepper.position_html.value
-    assert "consecutive fails 2 of 3 ·" in line and "tokens so far 40" in line
+    assert "consecutive fails after it 2 of 3 ·" in line and "tokens so far 40" in line
     assert "failed" in stepper.turn_html.value and "ValueError" in stepper.turn_html.value
 
 
@@ -126,7 +126,7 @@ async def test_position_line_says_off_for_an_infinite_max_fails() -> None:
     wf, _ = looped([fail_call(), "done"], max_fails=math.inf)
     stepper = wf.stepper("go")
     await stepper.step()
-    assert "consecutive fails 1 of off ·" in stepper.position_html.value
+    assert "consecutive fails after it 1 of off ·" in stepper.position_html.value
 
 
 async def test_run_goes_to_the_end() -> None:
@@ -198,12 +198,12 @@ async def test_the_position_line_and_verdict_are_the_loop_the_turn_ran_in() -> N
     stepper = wf.stepper("go")
     await stepper.step()
     line = stepper.position_html.value
-    assert "loop iteration 1 of 3 · consecutive fails 0 of 4 ·" in line
+    assert "ran in loop iteration 1 of 3 · consecutive fails after it 0 of 4 ·" in line
     assert "until <code>until_answered</code> would stop: <b>yes</b>" in stepper.turn_html.value
     await stepper.step()
     line = stepper.position_html.value
     assert "step <code>w/0.loop/1.Outer</code>" in line
-    assert "loop iteration 1 of 5 · consecutive fails 0 of 5 ·" in line
+    assert "ran in loop iteration 1 of 5 · consecutive fails after it 0 of 5 ·" in line
     assert "would stop: <b>yes</b>" in stepper.turn_html.value
     assert "until_answered" not in stepper.turn_html.value.split("thena-would-stop")[1]
 
@@ -285,9 +285,11 @@ async def test_scrubbing_shows_recorded_turns_without_running_anything() -> None
     stepper.back_button.click()
     assert stepper.position == 2 and stepper.slider.value == 2
     assert "{&quot;a&quot;: 3, &quot;b&quot;: 3}" in stepper.turn_html.value
-    assert frame_rows(stepper) == 3
+    assert frame_rows(stepper) == 4  # every turn: the table lists what the chart draws
+    assert '<tr class="current" data-turn="2">' in stepper.frame_html.value
     stepper.slider.value = 0
-    assert stepper.position == 0 and "turn 0 (1 of 4)" in stepper.position_html.value
+    assert stepper.position == 0 and "turn #0 (1st of 4)" in stepper.position_html.value
+    assert '<tr class="current" data-turn="0">' in stepper.frame_html.value
     assert stepper.back_button.disabled
     stepper.back()
     assert stepper.position == 0
@@ -303,9 +305,12 @@ async def test_frame_shows_at_most_frame_rows() -> None:
     stepper = wf.stepper("go")
     await stepper.run()
     assert frame_rows(stepper) == FRAME_ROWS
-    assert "turns 11–30" in stepper.frame_html.value
-    stepper.show(4)
-    assert frame_rows(stepper) == 5
+    assert "turns #11–#30 (of 31)" in stepper.frame_html.value
+    stepper.show(4)  # a window around the shown turn, still FRAME_ROWS long
+    assert frame_rows(stepper) == FRAME_ROWS
+    assert "turns #0–#19 (of 31)" in stepper.frame_html.value
+    stepper.show(15)
+    assert "turns #5–#24 (of 31)" in stepper.frame_html.value
 
 
 async def test_stop_while_paused() -> None:
@@ -601,7 +606,10 @@ async def test_loop_limits_in_the_position_line_are_escaped() -> None:
     stepper = wf.stepper("go")
     turn = await click(stepper.step_button, stepper)
     assert "<img" not in stepper.position_html.value  # the session hands plain numbers on
-    assert "loop iteration 1 of 5 · consecutive fails 0 of 3" in stepper.position_html.value
+    assert (
+        "ran in loop iteration 1 of 5 · consecutive fails after it 0 of 3"
+        in stepper.position_html.value
+    )
     assert "· 1 turn</div>" in stepper.header.value
     line = views.position_html(turn, 1, limits=(_Loud(5), _Loud(3.0)), tokens=_Loud(0))
     assert "<img" not in line and line.count("&lt;img src=x onerror=alert(1)&gt;") == 2

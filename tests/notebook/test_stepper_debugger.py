@@ -84,9 +84,12 @@ async def test_the_header_names_the_input_and_every_open_loop_against_its_limits
     await stepper.step()
     header = stepper.header.value
     assert "input: what is &lt;b&gt;1&lt;/b&gt;?" in header
-    assert "loop <code>nest/0.loop</code>: iteration 1 of 2 · consecutive fails 0 of 4" in header
+    assert (
+        "loop <code>nest/0.loop</code>: now at iteration 1 of 2 · consecutive fails 0 of 4"
+        in header
+    )
     # paused before the next model call, which is the inner loop's second iteration
-    assert "↳ loop <code>nest/0.loop/0.loop</code>: iteration 2 of 3" in header
+    assert "↳ loop <code>nest/0.loop/0.loop</code>: now at iteration 2 of 3" in header
     await stepper.step()
     await stepper.step()
     await stepper.step()  # the inner loop ran out: a second outer iteration began
@@ -151,7 +154,7 @@ async def test_pause_before_every_tool_call_gives_a_card_and_approve_runs_it() -
     await stepper.run()
     held = stepper.session.pending[0].call.id
     assert stepper.pending_count == 1 and list(stepper.gate_cards) == [held]
-    assert "wait for a decision" in stepper.header.value
+    assert "1 tool call waits for a decision" in stepper.header.value
     assert stepper.run_button.disabled and stepper.step_button.disabled
     card = stepper.gate_cards[held]
     assert '"a": 2' in card.editor.value and "add" in card.head.value
@@ -175,7 +178,7 @@ async def test_an_edit_that_is_not_json_or_misfits_the_schema_shows_inline() -> 
     assert not card.edit("{amount: 5")
     assert "not JSON" in card.error.value and stepper.pending_count == 1
     assert not card.edit('{"amount": "<b>lots</b>"}')
-    assert "do not fit tool" in card.error.value and "amount: Input should be" in card.error.value
+    assert "do not fit tool" in card.error.value and "amount must be an integer" in card.error.value
     assert "<b>" not in card.error.value
     assert card.edit({"amount": 50})
     await stepper.task
@@ -327,7 +330,7 @@ async def test_the_turn_table_has_few_aligned_columns() -> None:
     await stepper.run()
     table = stepper.frame_html.value
     head = table.split("<thead>")[1].split("</thead>")[0]
-    assert head.count("<th") == 6 and '<th class="num">turn</th>' in head
+    assert head.count("<th") == 6 and '<th class="num">turn #</th>' in head
     assert "<details><summary>" in table and "x" * 300 in table
 
 

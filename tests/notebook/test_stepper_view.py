@@ -85,7 +85,7 @@ async def test_a_stored_run_opens_in_view_mode_and_scrubs_to_its_last_turn(
 
     s.slider.value = 2  # scrub, as dragging the slider does
     assert s.position == 2
-    assert "turn 2 (3 of 3)" in s.position_html.value
+    assert "turn #2 (3rd of 3)" in s.position_html.value
     assert "loop iteration 3 of 5" in s.position_html.value  # limits from the stored report
     card = s.turn_html.value
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in card

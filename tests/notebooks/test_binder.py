@@ -133,7 +133,7 @@ def test_the_binder_files_name_a_python_the_project_supports() -> None:
 
 
 def test_the_notebooks_use_the_python3_kernel() -> None:
-    assert len(NOTEBOOKS) == 10, [p.name for p in NOTEBOOKS]
+    assert len(NOTEBOOKS) == 11, [p.name for p in NOTEBOOKS]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         assert nb.metadata["kernelspec"]["name"] == "python3", path.name

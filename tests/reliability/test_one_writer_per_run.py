@@ -92,8 +92,8 @@ async def test_a_run_already_running_is_refused_and_left_untouched(
     assert store.load("shared").input == "go" and store.load("shared").status == "running"
     await first.run()
     assert store.load("shared").status == "finished" and store.load("shared").input == "go"
-    # Once it has ended, a run may be run again under its id (a resume, a re-run).
-    again = await _two_turns().arun("third", run_id="shared", store=others[-1])
+    # Once it has ended, a run may be run again under its id when asked (a re-run).
+    again = await _two_turns().arun("third", run_id="shared", store=others[-1], overwrite=True)
     assert again.status == "finished" and store.load("shared").input == "third"
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from thena_nb import Agent, Context, Run, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.errors import StoreError
 from thena_nb.models import FunctionModel, ScriptedModel, reply
-from thena_nb.store import RunStore
+from thena_nb.store import RunInUse, RunStore
 
 
 class Notes(BaseModel):
@@ -258,8 +258,25 @@ def test_unknown_runs_and_delete(store: RunStore) -> None:
         store.load(run.run_id)
 
 
+def test_a_stored_run_id_given_again_is_refused_and_the_stored_run_kept(store: RunStore) -> None:
+    """`wf.run(..., run_id=<a stored id>)` never replaces a stored run silently, also one of
+    another workflow: it is refused before anything runs, and the stored run is kept."""
+    asked = ScriptedModel(["never"])
+    first = Workflow("first", [Agent("A", model=ScriptedModel(["kept"]))])
+    first.run("one", run_id="same", store=store)
+    for name in ("first", "other"):
+        wf = Workflow(name, [Agent("A", model=asked)])
+        with pytest.raises(RunInUse, match=r"run 'same' is stored already .*overwrite=True"):
+            wf.run("two", run_id="same", store=store)
+    assert asked.requests == []
+    loaded = store.load("same")
+    assert (loaded.workflow_name, loaded.input, loaded.output) == ("first", "one", "kept")
+    assert [r["status"] for r in store.list_runs()] == ["finished"]
+
+
 def test_the_same_run_id_again_replaces_the_stale_turns(store: RunStore) -> None:
-    """A run id used again by a run that asks other things keeps none of the old turns."""
+    """A run id used again with `overwrite=True` by a run that asks other things keeps none
+    of the old turns."""
     long = Workflow(
         "w",
         [
@@ -278,7 +295,7 @@ def test_the_same_run_id_again_replaces_the_stale_turns(store: RunStore) -> None
     )
     long.run("first", run_id="same", store=store)
     short = Workflow("w", [Agent("A", model=ScriptedModel(["only"]))])
-    short.run("second", run_id="same", store=store)
+    short.run("second", run_id="same", store=store, overwrite=True)
     loaded = store.load("same")
     assert loaded.input == "second" and len(loaded.turns) == 1 and loaded.output == "only"
     assert loaded.states == {} and [r["turns"] for r in store.list_runs()] == [1]

@@ -50,7 +50,7 @@ def test_a_run_id_given_again_has_its_stale_turns_removed(tmp_path: Path) -> Non
         long.run("go", store=store, run_id="again")
         assert len(store.load("again").turns) == 2
         short = Workflow("ending", [Agent("A", model=ScriptedModel(["only"]))])
-        short.run("go", store=store, run_id="again")
+        short.run("go", store=store, run_id="again", overwrite=True)
         loaded = store.load("again")
         assert [t.info.response for t in loaded.turns] == ["only"]
         assert loaded.output == "only"

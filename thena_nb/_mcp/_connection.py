@@ -14,13 +14,20 @@ import tempfile
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TextIO
 
+import anyio
 import httpx2
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED, CallToolResult, PaginatedRequestParams, Tool
+from mcp_types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    PaginatedRequestParams,
+    Tool,
+)
 
 from thena_nb._mcp import _loop
-from thena_nb._mcp._server import STARTUP_TIMEOUT_S, McpServerError, StdioTransport
+from thena_nb._mcp._server import CLOSE_TIMEOUT_S, McpServerError, StdioTransport
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -44,6 +51,8 @@ class Connection:
         self.errlog: TextIO | None = None
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task[None] | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._ready: asyncio.Future[list[Tool]] | None = None
 
     async def start(self) -> list[Tool]:
         """Start the server and list its tools (on the MCP loop); raises `McpServerError`."""
@@ -53,14 +62,17 @@ class Connection:
                 "a+", encoding="utf-8", errors="replace"
             )
         ready: asyncio.Future[list[Tool]] = asyncio.get_running_loop().create_future()
+        self._ready = ready
         self._stop = asyncio.Event()
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp {self.label}")
         _loop.live[id(self)] = self.close
         try:
-            return await asyncio.wait_for(asyncio.shield(ready), STARTUP_TIMEOUT_S)
+            return await asyncio.wait_for(asyncio.shield(ready), self.server.startup_timeout)
         except BaseException as exc:
-            error = self._start_error(exc)
-            await self.close()
+            # Our limit, not a timeout the transport raised (both are `TimeoutError`s).
+            error = self._start_error(exc, limit_hit=not ready.done())
+            # Shielded: a second cancel (Ctrl-C twice) must not leave the server running.
+            await asyncio.shield(self.close())
             if error is None:
                 raise
             raise error from _root(exc)
@@ -70,28 +82,51 @@ class Connection:
         session = self.session
         if session is None or self._owner is None or self._owner.done():
             raise self.failed(f"is not running, so tool {name!r} could not be called")
+        limit = self.server.call_timeout
         try:
-            return await session.call_tool(name, arguments)
+            return await session.call_tool(name, arguments, read_timeout_seconds=limit)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise self.failed(f"closed the connection during a call to {name!r}") from exc
+            if exc.code == REQUEST_TIMEOUT:
+                raise self.failed(
+                    f"did not answer tools/call {name!r} within {limit:g} s (raise "
+                    f"`call_timeout=` of the server for slower tools)"
+                ) from exc
             raise
         except (OSError, EOFError) as exc:
             raise self.failed(f"failed during a call to {name!r}: {_said(exc)}") from exc
 
     async def close(self) -> None:
-        """Leave the session and the transport, which ends a stdio server's process."""
-        _loop.live.pop(id(self), None)
+        """Leave the session and the transport, which ends a stdio server's process.
+
+        Every wait here is bounded: a server still starting (stuck in `initialize` or
+        `tools/list`) is cut off at once; a started one has `CLOSE_TIMEOUT_S` to wind down,
+        then it is cut off too. Cutting off cancels the owner's scope, whose exit (the SDK's
+        transport) stops the server's process.
+        """
         self.session = None
         if self._stop is not None:
             self._stop.set()
         owner = self._owner
         if owner is not None and not owner.done():
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await owner
+            ready = self._ready
+            started = ready is not None and ready.done() and not ready.cancelled()
+            if not started or not await _ended(owner, CLOSE_TIMEOUT_S):
+                self._cut_off()
+                await _ended(owner, CLOSE_TIMEOUT_S)
+        _loop.live.pop(id(self), None)
         if self.errlog is not None:
             self.errlog.close()
             self.errlog = None
+
+    def _cut_off(self) -> None:
+        """Cancel the owner where it waits, through its anyio scope so that the transport's
+        shielded shutdown still runs (a task not started yet is cancelled as a task)."""
+        if self._scope is not None:
+            self._scope.cancel()
+        elif self._owner is not None:
+            self._owner.cancel()
 
     def failed(self, what: str) -> McpServerError:
         """An error naming the server, what happened and the end of its stderr."""
@@ -100,19 +135,28 @@ class Connection:
     async def _own(self, ready: asyncio.Future[list[Tool]]) -> None:
         assert self._stop is not None
         try:
-            async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
-                tools = await _list_tools(session)
-                self.session = session
-                ready.set_result(tools)
-                await self._stop.wait()
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                async with AsyncExitStack() as stack:
+                    read, write = await stack.enter_async_context(self._transport())
+                    limit = self.server.call_timeout
+                    session = await stack.enter_async_context(
+                        ClientSession(read, write, read_timeout_seconds=limit)
+                    )
+                    await session.initialize()
+                    tools = await _list_tools(session)
+                    self.session = session
+                    ready.set_result(tools)
+                    await self._stop.wait()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
+        finally:
+            self._scope = None
+            if not ready.done():
+                ready.cancel()  # cut off before it started: `start` has given up already
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
         t = self.server.transport
@@ -125,12 +169,16 @@ class Connection:
             return stdio_client(params, errlog=self.errlog)
         return _http(t)
 
-    def _start_error(self, exc: BaseException) -> McpServerError | None:
+    def _start_error(self, exc: BaseException, *, limit_hit: bool) -> McpServerError | None:
         root = _root(exc)
         if isinstance(root, asyncio.CancelledError):
             return None  # the run was cancelled: nothing to explain
-        if isinstance(exc, TimeoutError) and not isinstance(root, OSError):
-            return self.failed(f"did not start and list its tools within {STARTUP_TIMEOUT_S:g} s")
+        if isinstance(exc, TimeoutError) and limit_hit:
+            limit = self.server.startup_timeout
+            return self.failed(
+                f"did not start and list its tools within {limit:g} s (a server that needs "
+                f"longer takes `startup_timeout=`)"
+            )
         if isinstance(root, FileNotFoundError) and isinstance(
             self.server.transport, StdioTransport
         ):
@@ -176,6 +224,12 @@ async def _list_tools(session: ClientSession) -> list[Tool]:
         result = await session.list_tools(params=PaginatedRequestParams(cursor=result.next_cursor))
         tools.extend(result.tools)
     return tools
+
+
+async def _ended(task: asyncio.Task[None], limit: float) -> bool:
+    """Wait up to `limit` seconds for `task` to end (without cancelling it): whether it did."""
+    done, _ = await asyncio.wait([task], timeout=limit)
+    return bool(done)
 
 
 def _root(exc: BaseException) -> BaseException:

@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 __all__ = ["HttpTransport", "McpServer", "McpServerError", "McpToolError", "StdioTransport"]
 
 STARTUP_TIMEOUT_S = 60.0
-"""How long a server has to start and list its tools."""
+"""How long a server has by default to start and list its tools."""
+CALL_TIMEOUT_S = 600.0
+"""How long a tool call waits by default for the server's answer."""
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing waits for a server to wind down before cutting it off."""
 
 
 class McpServerError(ThenaError):
@@ -88,9 +92,20 @@ class McpServer:
     `headers`.
     """
 
-    def __init__(self, transport: StdioTransport | HttpTransport, *, gate: bool = True) -> None:
+    def __init__(
+        self,
+        transport: StdioTransport | HttpTransport,
+        *,
+        gate: bool = True,
+        startup_timeout: float = STARTUP_TIMEOUT_S,
+        call_timeout: float = CALL_TIMEOUT_S,
+    ) -> None:
         self.transport = transport
         self.gate = gate
+        self.startup_timeout = _limit("startup_timeout", startup_timeout)
+        """Seconds the server has to start and list its tools."""
+        self.call_timeout = _limit("call_timeout", call_timeout)
+        """Seconds a tool call waits for the server's answer."""
         parts = repr(transport.key_parts()).encode()
         self._key = hashlib.blake2b(b"mcp " + parts, digest_size=16).hexdigest()
 
@@ -116,6 +131,13 @@ class McpServer:
     def __repr__(self) -> str:
         kind = "stdio" if isinstance(self.transport, StdioTransport) else "http"
         return f"McpServer({kind} {self.transport.short!r})"
+
+
+def _limit(name: str, seconds: float) -> float:
+    """A time limit, checked: a positive number of seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise ValueError(f"`{name}` must be a positive number of seconds, got {seconds!r}")
+    return float(seconds)
 
 
 def stdio_transport(

@@ -68,7 +68,18 @@ async def afork(
         store=store,
     )
     with fewer_collections():  # it runs to its end: see `core/_collector.py`
-        return await session.run()
+        fork = await session.run()
+    source = session._control.replay
+    if isinstance(source, ForkReplay) and source.inject_left:
+        error = ValueError(
+            f"the fork of run {run.run_id!r} ended without a turn {at}, so the messages "
+            f"given in `inject=` were never sent to a model (the fork is `exc.run`). To go "
+            f"on from the end of a run with a new user message, use "
+            f"`run.continue_with(text)`; or fork at an earlier turn"
+        )
+        error.run = fork  # type: ignore[attr-defined]
+        raise error
+    return fork
 
 
 def fork_session(
@@ -97,6 +108,13 @@ def fork_session(
     messages = _as_messages(inject, tool_results) if inject is not None else []
     if edited or messages:
         _check_top_level(run, at)
+    if messages and at == len(run.turns) and run.status == "finished" and not changes:
+        raise ValueError(
+            f"run {run.run_id!r} finished after its last turn ({at - 1}), so a fork at "
+            f"{at} replays it to the same end and the messages in `inject=` would never reach "
+            f"a model. Use `run.continue_with(text)` to go on from the end with a new user "
+            f"message, or fork at an earlier turn"
+        )
     changed = apply_changes(workflow, changes)
     source = ForkReplay(run, at, reply=new_reply, results=results, inject=messages)
     recorder = resolve_store(store)
@@ -199,9 +217,18 @@ async def acontinue(
 
     Raises:
         TypeError: `text` is not a non-empty str.
+        ValueError: `run` is waiting for decisions: its waiting turn would be dropped.
     """
     if not isinstance(text, str) or not text:
         raise TypeError(f"`continue_with` takes the user's next message (a str), got {text!r}")
+    if run.status == "waiting":
+        ids = ", ".join(repr(p.call.id) for p in run.pending)
+        raise ValueError(
+            f"run {run.run_id!r} is waiting for decisions on tool calls {ids}: its waiting "
+            f"turn has not run, so continuing from it would drop that turn. Decide them "
+            f"first with `wf.resume({run.run_id!r}, decisions={{call_id: Decision...}})` (or "
+            f"`approve=`), then continue the run that returns"
+        )
     target = resolve_store(store)
     recorder = _WithParentTurns(target) if target is not None else None
     state = _state_of(workflow, run)
@@ -284,7 +311,12 @@ async def aresume(
     given = resume_decisions(recorded, workflow, decisions, approve)
     if recorded.status != "waiting":
         return await workflow.arun(
-            recorded.input, replay=recorded, run_id=run_id, store=source, approve=approve
+            recorded.input,
+            replay=recorded,
+            run_id=run_id,
+            store=source,
+            approve=approve,
+            overwrite=True,  # a resume finishes the stored run under its own id
         )
     session = Session(
         workflow,

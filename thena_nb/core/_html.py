@@ -23,6 +23,8 @@ from thena_nb.core.steps import callable_name
 __all__ = [
     "diff_html",
     "escape",
+    "long_text",
+    "marked",
     "plural",
     "run_html",
     "turn_html",
@@ -547,19 +549,41 @@ SHOW_ALL_CHARS = 200_000
 
 def long_text(text: str, style: str) -> str:
     """`text` in a `<pre>`, escaped; a long one cut at `SHOWN_CHARS` with a "show all" that
-    unfolds up to `SHOW_ALL_CHARS`, so a 10 MB tool result never makes a 10 MB page."""
+    unfolds up to `SHOW_ALL_CHARS`, so a 10 MB tool result never makes a 10 MB page.
+
+    An empty `style` gives a bare `<pre>`, for a page whose stylesheet styles it (a run's
+    page repeats this element for every message it shows).
+    """
     if len(text) <= SHOWN_CHARS:
-        return f'<pre style="{style}">{escape(text)}</pre>'
+        return (
+            f'<pre style="{style}">{escape(text)}</pre>' if style else f"<pre>{escape(text)}</pre>"
+        )
     size = f"{len(text):,} characters"
     rest = text[SHOWN_CHARS:SHOW_ALL_CHARS]
     more = ""
     if len(text) > SHOW_ALL_CHARS:
         more = f"<div><i>… cut at {SHOW_ALL_CHARS:,} of {size}; the record has it all</i></div>"
+    lead = f"{style};" if style else ""
     return (
-        f'<pre style="{style};margin-bottom:0">{escape(text[:SHOWN_CHARS])}</pre>'
+        f'<pre style="{lead}margin-bottom:0">{escape(text[:SHOWN_CHARS])}</pre>'
         f"<details><summary>show all ({size})</summary>"
-        f'<pre style="{style};margin-top:0">{escape(rest)}</pre>{more}</details>'
+        f'<pre style="{lead}margin-top:0">{escape(rest)}</pre>{more}</details>'
     )
+
+
+def marked(a: str, b: str) -> tuple[str, str]:
+    """Two texts as two `<pre>` blocks, the words of `a` that `b` lacks struck out and the
+    words `b` adds marked; every piece escaped, each text compared up to `_DIFF_TEXT`
+    characters (what a changed system prompt shows on a run's page).
+
+    Args:
+        a: The text before.
+        b: The text after.
+
+    Returns:
+        `(html_of_a, html_of_b)`.
+    """
+    return _marked(a, b)
 
 
 def _short(text: object, limit: int) -> str:

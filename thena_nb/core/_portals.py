@@ -193,12 +193,15 @@ def require_store(store: RunStore | None) -> RunStore:
     """`store`, or the default store when it is `None`.
 
     Raises:
-        StoreError: There is no store: `THENA_NB_STORE` is off and none was given.
+        StoreError: There is no store: `THENA_NB_STORE` is off, or the default store's
+            file could not be opened, and none was given.
     """
     found = store if store is not None else default_store()
     if found is None:
+        from thena_nb.core.store._absent import why_none  # off, or a file that failed
+
         raise StoreError(
-            "there is no run store: THENA_NB_STORE is 'off'. Pass `store=`, or point "
-            "THENA_NB_STORE at a file."
+            f"there is no run store: {why_none()}. Pass `store=`, or point "
+            "THENA_NB_STORE at a writable file."
         )
     return found

@@ -262,6 +262,11 @@ class ForkReplay(Replay):
         if self._inject:
             self.inserts.setdefault(at, [])
 
+    @property
+    def inject_left(self) -> bool:
+        """Whether the injected messages are still unsent: the run never reached turn `at`."""
+        return bool(self._inject)
+
     def insert_before(self, index: int, history: list[Message]) -> None:
         super().insert_before(index, history)
         if index == self.live_from and self._inject:

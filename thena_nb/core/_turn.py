@@ -38,7 +38,13 @@ from thena_nb.core.events import event
 from thena_nb.core.gates import Waiting, hold, proposed_call
 from thena_nb.core.model import Model, ModelRequest, Reply
 from thena_nb.core.report import ReportNode
-from thena_nb.core.tools import Stopped, error_observation, in_a_thread, run_tool_call
+from thena_nb.core.tools import (
+    Stopped,
+    depth_checked,
+    error_observation,
+    in_a_thread,
+    run_tool_call,
+)
 from thena_nb.core.types import (
     HistoryView,
     LoopFailure,
@@ -323,6 +329,8 @@ def calls(
             error = error_observation(call.name, call.arguments, reason=call.error)
             proposed.append(finished(call, error=error))
         reply = _without_reasoning(reply, (scan.reasoning, scan.text))
+    if recorded is None:
+        proposed = [depth_checked(c) for c in proposed]  # a record that can be stored
     said = reply.__dict__  # (the reply as the turn keeps it)
     message = blank(Message)
     message["role"] = "assistant"

@@ -20,6 +20,11 @@ Inside a `parallel` branch only `approve=` can decide: a branch neither pauses a
 nor leaves a waiting run, so a gated call there without `approve=` fails the run with a
 `GateError` that says so.
 
+A gate is checked on the arguments the model chose, so it may raise on them (a missing key):
+a gate that raises holds the call (fail safe), and `PendingCall.gate_error` says why. A
+session stopped while calls are held keeps the turn (its reply, its calls not run) and
+stops.
+
 Every decision is kept on its call (`ToolCall.decision`, and `original_arguments` for an
 edit), so a replay, a fork and a resume reproduce it without asking again. The history
 keeps the calls as the model made them; the tool message carries the decided outcome.
@@ -37,7 +42,7 @@ from thena_nb.core._replay import Replay
 from thena_nb.core._signals import Halt
 from thena_nb.core.errors import ThenaError
 from thena_nb.core.steps import walk
-from thena_nb.core.tools import Tool, _to_text, error_observation
+from thena_nb.core.tools import Tool, _to_text, error_observation, exception_text, readable
 from thena_nb.core.types import ToolCall, ToolDecision, Turn, finished
 
 if TYPE_CHECKING:
@@ -129,6 +134,9 @@ class PendingCall(BaseModel):
     """The step path of the agent that made the call."""
     agent: str
     """The name of that agent."""
+    gate_error: str | None = None
+    """The error a gate raised on the call's arguments (`"KeyError: 'amount'"`), or `None`:
+    a gate that raises holds the call (fail safe), and this says why it was held."""
 
 
 Approver = Callable[[PendingCall], "Decision | Awaitable[Decision]"]
@@ -204,7 +212,7 @@ class Gatekeeper:
         finally:
             self.pending = []
         if at.control.stop_requested:
-            raise Halt("stop")
+            return []  # stopped while held: `hold` keeps the turn, its calls not run
         return [self.decided.pop(p.call.id) for p in pending]
 
     async def _approved(self, pending: PendingCall, agent: Agent) -> Decision:
@@ -226,11 +234,35 @@ def _ids(pending: Sequence[PendingCall]) -> str:
 
 def is_gated(agent: Agent, call: ToolCall, predicates: Sequence[Callable[[ToolCall], Any]]) -> bool:
     """Whether the call's tool gate or one of the session's predicates holds `call`."""
+    return gate_check(agent, call, predicates)[0]
+
+
+def gate_check(
+    agent: Agent, call: ToolCall, predicates: Sequence[Callable[[ToolCall], Any]]
+) -> tuple[bool, str | None]:
+    """Whether `call` is held, and the error of a gate that raised on it.
+
+    The arguments are the model's choice, so a predicate may raise on them (a missing key,
+    a wrong type): such a gate holds the call (fail safe) and its error is shown with it.
+    """
     tool = agent._by_name.get(call.name)
     gate = tool.gate if tool is not None else False
-    if gate is True or (callable(gate) and gate(call)):
-        return True
-    return any(p(call) for p in predicates)
+    if gate is True:
+        return True, None
+    checks = [gate, *predicates] if callable(gate) else list(predicates)
+    for check in checks:
+        try:
+            if check(call):
+                return True, None
+        except Exception as exc:
+            return True, _raised(exc, own=check is gate)
+    return False, None
+
+
+def _raised(exc: Exception, *, own: bool) -> str:
+    """`"KeyError: 'amount'"`: a gate's exception as text, saying where it was raised."""
+    where = "" if own else " (in a `session.gates` predicate)"
+    return f"{readable(exception_text(exc))}{where}"
 
 
 async def hold(
@@ -249,6 +281,7 @@ async def hold(
     ahead_of = keeper.decided if recorded is not None else {}
     out = list(proposed)
     asked: list[int] = []
+    errors: dict[int, str] = {}
     for i, call in enumerate(proposed):
         if call.ok is not None:
             continue  # refused before it could run
@@ -258,18 +291,43 @@ async def hold(
             out[i] = apply_decision(call, ahead)
         elif earlier is not None and earlier.decision is not None:
             out[i] = _reproduce(call, earlier)
-        elif is_gated(agent, call, control.gates):
-            asked.append(i)
+        else:
+            held, error = gate_check(agent, call, control.gates)
+            if held:
+                asked.append(i)
+            if error is not None:
+                errors[i] = error
     if asked:
         index = len(at.scope.turns)
         pending = [
-            PendingCall(call=out[i], turn_index=index, step_path=path, agent=agent.name)
+            PendingCall(
+                call=out[i],
+                turn_index=index,
+                step_path=path,
+                agent=agent.name,
+                gate_error=errors.get(i),
+            )
             for i in asked
         ]
         decisions = await keeper.ask(pending, agent, at)
+        if control.stop_requested:
+            return _stopped_at_gate(out, at)
         for i, decision in zip(asked, decisions, strict=True):
             out[i] = apply_decision(out[i], decision)
     return out
+
+
+def _stopped_at_gate(calls: list[ToolCall], at: Position) -> list[ToolCall]:
+    """`Session.stop()` while the turn's calls were held: the turn is kept (its model reply
+    and its calls), no call of it runs, and the run stops once it is recorded."""
+    at.stopped = at.stopped or ""  # the turn records, then the run stops (core/_turn.py)
+    reason = "the run was stopped before it ran"
+    return [
+        c
+        if c.ok is not None
+        else finished(c, ok=False, error=error_observation(c.name, c.arguments, reason=reason))
+        for c in calls
+    ]
 
 
 def check_decision(decision: Any, call: ToolCall, agent: Agent) -> None:

@@ -407,7 +407,7 @@ class Session:
         `step()` and `run()` refuse to go on before that."""
         await self._paused("tools")
         if self._control.stop_requested:
-            raise Halt("stop")  # stopped while held: no tool of the turn runs
+            return  # stopped while held: the turn is kept, none of its tools runs (gates.py)
         if self._mode == "step" and self._allowed > 0 and not self._control.pause_before_tools:
             self._allowed -= 1  # this step() finishes the turn (else the tools pause takes it)
 

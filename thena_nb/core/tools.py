@@ -23,15 +23,24 @@ if typing.TYPE_CHECKING:
     from thena_nb.core.context import Context
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "SchemaTool",
     "Stopped",
     "Tool",
     "ToolSource",
+    "depth_checked",
     "error_observation",
+    "exception_text",
     "in_a_thread",
+    "readable",
     "run_tool_call",
     "tool",
 ]
+
+MAX_ARGUMENT_DEPTH = 100
+"""How deep a call's arguments may nest (the arguments object is level 1). A deeper call is
+refused before it runs and kept cut at this depth, so that every run can be stored and read
+back (JSON and pydantic stop near 1000 levels)."""
 
 
 class Tool:
@@ -318,7 +327,81 @@ def error_observation(
             lines.append(f"- {field}: {err['msg']}")
         lines.append("Call the tool again with corrected arguments.")
         return "\n".join(lines)
-    return f"Error: tool {tool_name!r} {shown} raised {type(exc).__name__}: {exc}"
+    return f"Error: tool {tool_name!r} {shown} raised {exception_text(exc)}"
+
+
+def exception_text(exc: BaseException) -> str:
+    """`"KeyError: 'amount'"`: an exception's type and message, even when its `str()` raises
+    (the exception is the tool's, or the gate's: any code may have written it)."""
+    try:
+        said = str(exc)
+    except Exception as inner:
+        said = f"<unprintable {type(exc).__name__}: its `str()` raised {type(inner).__name__}>"
+    return f"{type(exc).__name__}: {said}"
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def readable(text: str, *, in_json: bool = False) -> str:
+    r"""`text` with every lone surrogate written out, so that it can be encoded as UTF-8:
+    the bytes of a file name that is not UTF-8 (`os.listdir` decodes them as `\udc80` to
+    `\udcff`) become `\xe9`, any other lone surrogate `\ud800`. In JSON text (`in_json`)
+    the backslash is doubled, so that the text stays JSON."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        slash = "\\\\" if in_json else "\\"
+        return _SURROGATE.sub(lambda m: slash + _escaped(ord(m.group())), text)
+    return text
+
+
+def _escaped(code: int) -> str:
+    return f"x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"u{code:04x}"
+
+
+def depth_checked(call: ToolCall) -> ToolCall:
+    """`call`, or, when its arguments nest deeper than `MAX_ARGUMENT_DEPTH`, a failed call
+    that says so, its arguments cut at the limit (a record that can always be stored)."""
+    if call.ok is not None or _within(call.arguments, MAX_ARGUMENT_DEPTH):
+        return call
+    cut = _cut(call.arguments, MAX_ARGUMENT_DEPTH)
+    reason = (
+        f"its arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; call it again with "
+        f"arguments nested less deeply"
+    )
+    error = error_observation(call.name, cut, reason=reason)
+    return finished(call, arguments=cut, ok=False, error=error)
+
+
+def _within(value: Any, levels: int) -> bool:
+    """Whether `value`'s dicts and lists nest at most `levels` deep (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            items: Any = v.values()
+        elif isinstance(v, list | tuple):
+            items = v
+        else:
+            continue
+        if depth > levels:
+            return False
+        stack.extend((x, depth + 1) for x in items)
+    return True
+
+
+def _cut(value: Any, left: int) -> Any:
+    """`value` with what nests deeper than `left` levels replaced by a note."""
+    if not isinstance(value, dict | list | tuple):
+        return value
+    if left == 0:
+        return "(cut: nested too deep)"
+    if isinstance(value, dict):
+        return {k: _cut(v, left - 1) for k, v in value.items()}
+    return [_cut(v, left - 1) for v in value]
 
 
 class Stopped(Exception):
@@ -386,16 +469,16 @@ async def run_tool_call(
                 )
                 result = await within(work, limit, abandoned=not t.is_async)
         except (ValidationError, TimedOut) as exc:
-            error = error_observation(call.name, call.arguments, exc=exc)
+            error = readable(error_observation(call.name, call.arguments, exc=exc))
             return finished(call, ok=False, error=error, retries=retries)
         except Exception as exc:
             if retries < t.retries:
                 retries += 1
                 continue
-            error = error_observation(call.name, call.arguments, exc=exc)
-            shown = _traceback_text(exc)  # for people only: the model gets `error`
+            error = readable(error_observation(call.name, call.arguments, exc=exc))
+            shown = readable(_traceback_text(exc))  # for people only: the model gets `error`
             return finished(call, ok=False, error=error, retries=retries, traceback=shown)
-        return finished(call, ok=True, result=result, retries=retries)
+        return finished(call, ok=True, result=readable(result), retries=retries)
 
 
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -452,15 +535,15 @@ def _doc(fn: Callable[..., Any]) -> str:
 
 def _to_text(value: Any) -> str:
     if isinstance(value, str):
-        return value
+        return readable(value)
     if type(value) is int:
         return str(value)
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:
-        return _result_json(value)
+        return readable(_result_json(value), in_json=True)
     except (TypeError, ValueError):
-        return str(value)
+        return readable(str(value))
 
 
 _result_json = json.JSONEncoder(default=str, ensure_ascii=False).encode

@@ -201,16 +201,21 @@ class Workflow:
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
         deps: Any = None,
+        overwrite: bool = False,
     ) -> Run:
         """Run to the end and return the `Run`; the async form of `run`. Meanwhile the
         cyclic collector runs less often (`core/_collector.py`).
 
         Raises:
+            RunInUse: `run_id` names a run the store holds already (unless `overwrite`), or
+                one another writer is running now.
             Exception: Whatever ended the run (a model error after retries, an exception in
                 user code), unchanged, with a note naming the step and `exc.run` holding the
                 partial run (status `"failed"`).
         """
         import asyncio
+
+        from thena_nb.core.store.base import keep_stored
 
         s = self.session(
             input,
@@ -223,6 +228,8 @@ class Workflow:
             at_gate="wait",
             deps=deps,
         )
+        # A given run id never replaces a stored run silently: the store's claim refuses it.
+        token = keep_stored.set(run_id is not None and not overwrite)
         try:
             with fewer_collections():  # it runs to its end: see `core/_collector.py`
                 return await s.run()
@@ -233,6 +240,8 @@ class Workflow:
                 await asyncio.wait([s.task])
             exc.run = s.result  # type: ignore[attr-defined]
             raise
+        finally:
+            keep_stored.reset(token)
 
     def run(
         self,
@@ -245,6 +254,7 @@ class Workflow:
         store: RunRecorder | Literal[False] | None = None,
         approve: Approver | None = None,
         deps: Any = None,
+        overwrite: bool = False,
     ) -> Run:
         """Run to the end and return the `Run` (sync; also works inside Jupyter). Meanwhile
         the cyclic collector runs less often: its thresholds are raised, and put back once
@@ -256,6 +266,8 @@ class Workflow:
         A tool gate (`@tool(gate=...)`) asks `approve(pending_call)` for a `Decision`; with
         no `approve`, the run ends at the gate with status `"waiting"` and `run.pending`,
         and `wf.resume(run.run_id, decisions={call_id: Decision...})` goes on.
+
+        A stored `run_id` is refused (`RunInUse`); `overwrite=True` replaces that run.
 
         Example:
             >>> from thena_nb import Agent, Decision, Workflow, loop, tool, until_answered
@@ -279,16 +291,10 @@ class Workflow:
         """
         from thena_nb.core._aio import run_sync
 
+        given = {"run_id": run_id, "store": store, "approve": approve, "deps": deps}
         return run_sync(
             self.arun(
-                input,
-                state=state,
-                replay=replay,
-                live_from=live_from,
-                run_id=run_id,
-                store=store,
-                approve=approve,
-                deps=deps,
+                input, state=state, replay=replay, live_from=live_from, overwrite=overwrite, **given
             )
         )
 

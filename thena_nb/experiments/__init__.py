@@ -9,6 +9,32 @@ With `scorers=[...]` (see `thena_nb.scorers`) every run is scored; `repeats=n` r
 (case, variant) `n` times, and `Experiment.compare()` gives each scorer's mean per variant
 with a confidence interval.
 
+Reuse. A stored run is taken again only while nothing it depends on changed. What it
+depends on is the variant's *fingerprint*: named parts, one per prompt, setting, piece of
+code (`answer (code)`), default argument (`answer default word`), closure variable
+(`closure seen`), global the code reads (`global PROMPTS['A']`, `global helpers.shout`),
+class attribute or method it uses (`Style.PREFIX`, `Style.render (code)`), item of a dict or
+list and attribute of an object (private ones too, for your own classes), numpy array and
+pandas frame (by contents). The rule that tells state from configuration:
+
+- A part that changed *while an experiment ran* is **state** from then on: the runs
+  themselves changed it (a counter of calls, a list of requests, a cache, a mutable
+  default used as one). State never stops reuse. The store keeps which parts are state
+  with the fingerprint, so a fresh process knows it too.
+- Every other part is **configuration**: a prompt in a dict, a threshold in a list, a
+  helper's code, a default argument, a `functools.partial`'s arguments. Changing it
+  between experiments runs the runs again under new ids; changing it back reuses the
+  earlier runs.
+- State is told apart item by item: in `{"prompt": ..., "calls": 0}` only `calls` is state,
+  and a key the runs add to a dict is state alone. A container of more than 64 items is
+  one part.
+- A value with no stable description (an object known only by its address, an iterator)
+  is said once, and the variant's runs are then never reused.
+
+`exp.frame()` says per run whether it was `reused` and, if not, what `changed` since the
+stored run (`global PROMPTS['A']`, `helper (code)`, `no stored run`, `stored run failed`,
+...). `reuse=False` runs every run again and stores it in place of the old one.
+
 Example:
     >>> from thena_nb import Agent, Workflow, grid, loop, until_answered
     >>> from thena_nb.models import ScriptedModel

@@ -115,11 +115,17 @@ def _chart_class() -> type[Figure]:
     from matplotlib.figure import Figure
 
     class ScoreChart(Figure):
-        """A matplotlib `Figure` that shows itself as a PNG in Jupyter (no pyplot)."""
+        """A matplotlib `Figure` that shows itself in Jupyter (no pyplot): as inline SVG in
+        the theme's text colour (readable on a dark theme), or as a PNG."""
 
         def _repr_png_(self) -> bytes:
             buffer = io.BytesIO()
             self.savefig(buffer, format="png", dpi=80)
             return buffer.getvalue()
+
+        def _repr_html_(self) -> str:
+            from thena_nb.notebook.charts import figure_svg_html
+
+            return figure_svg_html(self)
 
     return ScoreChart

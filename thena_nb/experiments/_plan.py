@@ -18,7 +18,8 @@ from thena_nb.core.errors import StoreError
 from thena_nb.core.run import INTERRUPTED, Run
 from thena_nb.core.store._owner import RunInUse, keep_ended
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiments._fingerprint import Unfingerprintable, digest
+from thena_nb.experiments._fingerprint import Fingerprint
+from thena_nb.experiments._reuse import fingerprint_or_reason
 
 __all__ = [
     "BASE_VARIANT",
@@ -27,6 +28,7 @@ __all__ = [
     "Job",
     "Plan",
     "fingerprint",
+    "retarget",
     "reuse_finished",
     "run_claimed",
     "stored_statuses",
@@ -56,6 +58,8 @@ class Job:
     reusable: bool = True
     """`False` when the variant could not be fingerprinted: a stored run is never taken for
     it (its run id is new every time)."""
+    occurrence: int = 0
+    """How many times the same input came before this one (each is a run of its own)."""
 
 
 Done = Callable[[Job, Run], None]
@@ -77,6 +81,8 @@ class Plan:
     repeats: int = 1
     run_timeout: float | None = None
     """Seconds a run may take before it is cancelled and ends failed (`None`: no limit)."""
+    fingerprints: dict[str, Fingerprint | None] = dataclasses.field(default_factory=dict)
+    """Each variant's fingerprint when the experiment began (`None`: it has none)."""
 
     @classmethod
     def of(
@@ -110,10 +116,12 @@ class Plan:
         chosen: dict[str, Changes] = dict(variants) if variants else {BASE_VARIANT: {}}
         # Every variant is built (and checked) before anything runs.
         built = {name: apply_changes(workflow, changes) for name, changes in chosen.items()}
-        jobs = _jobs(workflow.name, texts, built, repeats)
+        fingerprints = _fingerprints(workflow.name, built)
+        jobs = _jobs(workflow.name, texts, fingerprints, repeats)
         return cls(
-            workflow, texts, chosen, built, jobs, concurrency, backend, cases, repeats, run_timeout
-        )
+            workflow, texts, chosen, built, jobs, concurrency, backend, cases, repeats,
+            run_timeout, fingerprints,
+        )  # fmt: skip
 
 
 def _check_timeout(run_timeout: Any) -> None:
@@ -125,14 +133,13 @@ def _check_timeout(run_timeout: Any) -> None:
         )
 
 
-def _jobs(
-    workflow_name: str, inputs: list[str], variants: Mapping[str, Workflow], repeats: int = 1
-) -> list[Job]:
-    """One job per input, variant and repeat, in that order; an input given twice is two
-    runs (each with an id of its own), and so is each repeat."""
-    fingerprints: dict[str, str | None] = {}
+def _fingerprints(
+    workflow_name: str, variants: Mapping[str, Workflow]
+) -> dict[str, Fingerprint | None]:
+    """Each variant's fingerprint; one that has none is said once (its runs never reuse)."""
+    fingerprints: dict[str, Fingerprint | None] = {}
     for name, wf in variants.items():
-        fingerprints[name], why = _fingerprint_or_reason(wf)
+        fingerprints[name], why = fingerprint_or_reason(wf)
         if why:
             warnings.warn(
                 f"variant {name!r} of workflow {workflow_name!r} cannot be fingerprinted "
@@ -140,19 +147,46 @@ def _jobs(
                 f"every time",
                 stacklevel=5,  # the caller of run_experiment (via _prepare, Plan.of)
             )
+    return fingerprints
+
+
+def _jobs(
+    workflow_name: str,
+    inputs: list[str],
+    fingerprints: Mapping[str, Fingerprint | None],
+    repeats: int = 1,
+) -> list[Job]:
+    """One job per input, variant and repeat, in that order; an input given twice is two
+    runs (each with an id of its own), and so is each repeat."""
+    bases = {name: fp.digest() if fp else None for name, fp in fingerprints.items()}
     seen: Counter[str] = Counter()
     jobs: list[Job] = []
     for text in inputs:
         occurrence = seen[text]
         seen[text] += 1
-        for name, found in fingerprints.items():
+        for name, base in bases.items():
             for repeat in range(repeats):
-                if found is None:
-                    jobs.append(Job(len(jobs), text, name, uuid.uuid4().hex[:12], repeat, False))
+                if base is None:
+                    jobs.append(
+                        Job(len(jobs), text, name, uuid.uuid4().hex[:12], repeat, False, occurrence)
+                    )
                     continue
-                run_id = _run_id(workflow_name, name, found, text, occurrence, repeat)
-                jobs.append(Job(len(jobs), text, name, run_id, repeat))
+                run_id = _run_id(workflow_name, name, base, text, occurrence, repeat)
+                jobs.append(Job(len(jobs), text, name, run_id, repeat, True, occurrence))
     return jobs
+
+
+def retarget(workflow_name: str, jobs: list[Job], bases: Mapping[str, str | None]) -> list[Job]:
+    """The jobs with their run ids made from `bases` (a variant's digest, see `_reuse`)."""
+    return [job if not job.reusable else dataclasses.replace(job, run_id=job_run_id(
+        workflow_name, job, bases[job.variant])) for job in jobs]  # fmt: skip
+
+
+def job_run_id(workflow_name: str, job: Job, base: str | None) -> str:
+    """The run id `job` has when its variant's runs are made from digest `base`."""
+    if base is None:
+        return job.run_id
+    return _run_id(workflow_name, job.variant, base, job.input, job.occurrence, job.repeat)
 
 
 def _run_id(
@@ -178,15 +212,8 @@ def fingerprint(workflow: Workflow) -> str | None:
     the code of functions, tools, stop conditions and history processors, the state class,
     budget and retry policy all count (see `_fingerprint`).
     """
-    return _fingerprint_or_reason(workflow)[0]
-
-
-def _fingerprint_or_reason(workflow: Workflow) -> tuple[str | None, str]:
-    """The fingerprint, or `None` and why the workflow has none."""
-    try:
-        return digest(workflow), ""
-    except Unfingerprintable as exc:
-        return None, str(exc)
+    fp = fingerprint_or_reason(workflow)[0]
+    return fp.digest() if fp is not None else None
 
 
 async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:

@@ -113,11 +113,11 @@ class Experiment:
         names = self._variant_names
         return self.inputs[self._place(slot)[0]], names[slot // self.repeats % len(names)]
 
-    def _keep(self, slot: int, run: Run, *, reused: bool = False) -> None:
+    def _keep(self, slot: int, run: Run, *, reused: bool = False, changed: str = "") -> None:
         """Put a run that ended in its (input, variant, repeat) place: its summary, and the
-        run itself when runs are kept."""
+        run itself when runs are kept. `changed` says why a run was not reused."""
         input, variant = self._key(slot)
-        self._rows[slot] = tuple(_run_row(input, variant, run, reused).values())
+        self._rows[slot] = tuple(_run_row(input, variant, run, reused, changed).values())
         self._run_ids[slot] = run.run_id
         if reused:
             self._reused.add(slot)
@@ -163,7 +163,11 @@ class Experiment:
         calls, plus one for a run that failed), `input_tokens`, `output_tokens`, `wall_s`,
         `cost_usd` (US dollars; missing when a turn's model had no price; `0` for a run
         taken from the store), `saved_usd` (what its replayed turns, or the whole run when
-        it was taken from the store, cost when first run); then, when the runs were
+        it was taken from the store, cost when first run), `reused` (taken from the store),
+        `changed` (empty for a reused run; else why it ran: the fingerprint's parts that
+        changed since the stored run, e.g. `global PROMPTS['A']`, `helper (code)`, or
+        `no stored run`, `stored run failed`, `reuse=False`, `no store`, `cannot be
+        fingerprinted`); then, when the runs were
         scored, one column per scorer (boolean for pass/fail, float for numbers; missing
         where the scorer failed), `<name>_explanation` after a judge's column (and after
         any scorer that explained a run), and `scorer_error`.
@@ -447,6 +451,8 @@ _FRAME_DTYPES: dict[str, str] = {
     "wall_s": "float64",
     "cost_usd": "float64",
     "saved_usd": "float64",
+    "reused": "boolean",
+    "changed": "string",
 }
 
 _COMPARE_DTYPES: dict[str, str] = {
@@ -483,7 +489,9 @@ _COMPARE_COLUMNS = (
 )
 
 
-def _run_row(input: str, variant: str, run: Run, reused: bool = False) -> dict[str, Any]:
+def _run_row(
+    input: str, variant: str, run: Run, reused: bool = False, changed: str = ""
+) -> dict[str, Any]:
     calls = [c for t in run.turns for c in t.tool_calls]
     cost, saved = run.cost_usd, run.usage.saved_usd
     if reused:  # taken from the store: this experiment made none of its calls
@@ -507,6 +515,8 @@ def _run_row(input: str, variant: str, run: Run, reused: bool = False) -> dict[s
         "wall_s": wall,
         "cost_usd": cost,
         "saved_usd": saved,
+        "reused": reused,
+        "changed": "" if reused else changed,
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
@@ -14,8 +15,17 @@ from thena_nb.core.store.base import resolve_store
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._backends import ensure_ray, run_local, run_ray
 from thena_nb.experiments._gate import Gates
-from thena_nb.experiments._plan import Backend, Job, Plan, reuse_finished
+from thena_nb.experiments._plan import (
+    Backend,
+    Job,
+    Plan,
+    job_run_id,
+    retarget,
+    reuse_finished,
+    stored_statuses,
+)
 from thena_nb.experiments._result import Experiment
+from thena_nb.experiments._reuse import Reuse
 from thena_nb.experiments._scorers import Scorer
 from thena_nb.experiments._scoring import named_scorers
 
@@ -36,6 +46,7 @@ def run_experiment(
     repeats: int = 1,
     run_timeout: float | None = None,
     keep_runs: bool | None = None,
+    reuse: bool = True,
 ) -> Experiment:
     """Run `workflow` on every case under every variant, `repeats` times, and score the runs.
 
@@ -61,6 +72,9 @@ def run_experiment(
         run_timeout: Seconds a run may take; one still going then is a `failed` row.
         keep_runs: Keep every run in memory. `None` keeps them only without a store; with
             one, the experiment keeps a summary per run and `exp.runs` loads the runs.
+        reuse: Take runs the store finished instead of running them again (see
+            `thena_nb.experiments` for when a stored run is taken). `False` runs every run
+            again and stores it in place of the old one, which later experiments reuse.
 
     Raises:
         TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats`,
@@ -72,7 +86,8 @@ def run_experiment(
     """
     options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
                    progress=progress, ray_address=ray_address, scorers=scorers,
-                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
+                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs,
+                   reuse=reuse)  # fmt: skip
     exp, running = _prepare(workflow, inputs, start_ray=True, **options)
     try:
         return run_sync(running)
@@ -96,6 +111,7 @@ async def arun_experiment(
     repeats: int = 1,
     run_timeout: float | None = None,
     keep_runs: bool | None = None,
+    reuse: bool = True,
 ) -> Experiment:
     """The async form of `run_experiment`.
 
@@ -105,7 +121,8 @@ async def arun_experiment(
     """
     options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
                    progress=progress, ray_address=ray_address, scorers=scorers,
-                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs)  # fmt: skip
+                   repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs,
+                   reuse=reuse)  # fmt: skip
     _, running = _prepare(workflow, inputs, **options)
     return await running
 
@@ -124,6 +141,7 @@ def _prepare(
     repeats: int,
     run_timeout: float | None,
     keep_runs: bool | None,
+    reuse: bool = True,
     start_ray: bool = False,
 ) -> tuple[Experiment, Coroutine[Any, Any, Experiment]]:
     """The experiment, empty, and the coroutine that fills it; every argument is checked
@@ -142,7 +160,7 @@ def _prepare(
     )  # fmt: skip
     running = _execute(
         exp, plan, store=store, progress=progress, ray_address=ray_address, scorers=named,
-        keep_runs=keep_runs,
+        keep_runs=keep_runs, reuse=reuse,
     )  # fmt: skip
     return exp, running
 
@@ -156,6 +174,7 @@ async def _execute(
     ray_address: str | None,
     scorers: Mapping[str, Scorer],
     keep_runs: bool | None = None,
+    reuse: bool = True,
 ) -> Experiment:
     """Fill `exp` with the plan's runs (first those the store finished, then the rest),
     scoring each as it ends."""
@@ -166,17 +185,25 @@ async def _execute(
     bar = _progress_bar(len(plan.jobs), progress, plan.workflow.name)
     gate = Gates(plan.workflow.retry.initial_delay)  # local runs share them
     scoring = exp._start_scoring(scorers, concurrency=plan.concurrency) if scorers else None
+    reusing = Reuse(plan.workflow.name, plan.fingerprints, runs_store, enabled=reuse)
+    why: dict[int, str] = {}
 
     def keep(job: Job, run: Run, reused: bool) -> None:
         run.workflow = plan.variant_workflows[job.variant]
-        exp._keep(job.slot, run, reused=reused)
+        exp._keep(job.slot, run, reused=reused, changed=why.get(job.slot, ""))
         if scoring is not None:
             exp._score_one(scoring, job.slot, run)
         exp.slowdowns = gate.slowdowns
         bar.update(1)
 
+    ended = False
     try:
-        todo = await reuse_finished(plan.jobs, runs_store, lambda j, r: keep(j, r, True))
+        jobs = retarget(plan.workflow.name, plan.jobs, await reusing.prepare())
+        if reuse:
+            todo = await reuse_finished(jobs, runs_store, lambda j, r: keep(j, r, True))
+        else:
+            todo = await asyncio.to_thread(_forget_stored, runs_store, jobs)
+        why.update(await asyncio.to_thread(_reasons, reusing, plan.workflow.name, todo))
         exp.reused = len(plan.jobs) - len(todo)
         if plan.backend == "ray":
             await run_ray(plan, todo, lambda j, r: keep(j, r, False), store=runs_store,
@@ -185,7 +212,12 @@ async def _execute(
             await run_local(plan, todo, lambda j, r: keep(j, r, False), gate, store=runs_store)
         if scoring is not None:
             await scoring.wait()
+        ended = True
+        await reusing.finish(plan.variant_workflows)
     except BaseException as exc:
+        if not ended:  # the runs that did run still show what is state
+            with contextlib.suppress(Exception):
+                reusing.finish_now(plan.variant_workflows)
         if scoring is not None:
             scoring.cancel()
         if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
@@ -197,6 +229,37 @@ async def _execute(
         exp.wall_s = time.perf_counter() - started
         bar.close()
     return exp
+
+
+def _forget_stored(store: Any, jobs: list[Job]) -> list[Job]:
+    """`reuse=False`: forget the stored runs the jobs would take (not one running
+    elsewhere), so that the fresh runs take their place; every job is to run."""
+    if store is not None:
+        ids = [job.run_id for job in jobs if job.reusable]
+        for run_id, status in stored_statuses(store, ids).items():
+            if status != "running":
+                store.delete(run_id)
+    return list(jobs)
+
+
+def _reasons(reusing: Reuse, workflow_name: str, todo: list[Job]) -> dict[int, str]:
+    """Why each job to run was not taken from the store (the `changed` column)."""
+    if not todo:
+        return {}
+    nearest = {
+        job.slot: job_run_id(workflow_name, job, base)
+        for job in todo
+        if job.reusable and (base := reusing.nearest_base(job.variant)) is not None
+    }
+    store = reusing.store
+    ids = [job.run_id for job in todo if job.reusable] + list(nearest.values())
+    found = stored_statuses(store, ids) if store is not None and reusing.enabled else {}
+    return {
+        job.slot: reusing.why(
+            job.variant, found.get(job.run_id), job.slot in nearest and nearest[job.slot] in found
+        )
+        for job in todo
+    }
 
 
 def _progress_bar(total: int, enabled: bool, name: str) -> Any:

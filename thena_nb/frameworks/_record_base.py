@@ -26,7 +26,7 @@ from thena_nb.core.run import Run
 from thena_nb.core.store.base import RunRecorder, TurnRecord, resolve_store
 from thena_nb.core.workflow import Workflow
 
-__all__ = ["Hook", "Seen", "Taken", "build", "clock"]
+__all__ = ["Hook", "Seen", "Taken", "Unfinished", "build", "clock", "close_unended"]
 
 
 def clock() -> tuple[datetime, float]:
@@ -91,6 +91,33 @@ class Taken:
         if last is None or last.reply is None:
             return []
         return [c.id for c in last.reply.tool_calls if c.id not in last.results]
+
+
+class Unfinished(Exception):
+    """What a recorded run failed with when the framework never said it ended and the block
+    did not raise: it raised and the caller caught the error inside the block, it stopped to
+    wait for an approval, or it was still running when the block ended."""
+
+
+def close_unended(taken: Taken, error: BaseException | None, framework: str) -> None:
+    """A run the framework did not say ended, at the end of the block: it failed with its
+    model's error (kept on its last model call), else with what the block raised (`error`),
+    else as `Unfinished`. With `error`, the calls whose results were not seen failed with it."""
+    if taken.ended or taken.error is not None:
+        return
+    last = taken.seen[-1] if taken.seen else None
+    if last is not None and last.error is not None:
+        return
+    if error is None:
+        taken.error = Unfinished(
+            f"the {framework} run did not end inside the `record` block: it raised and the "
+            f"error was caught inside the block, it stopped to wait for an approval, or it was "
+            f"still running when the block ended"
+        )
+        return
+    taken.error = error
+    for call_id in taken.unanswered():
+        taken.result(call_id, False, _text_of(error))
 
 
 class Hook(Protocol):

@@ -7,8 +7,10 @@ scorers as any run.
 
 | framework | what is held for the block | module |
 |---|---|---|
-| pydantic-ai `Agent` | its model, through `agent.override(model=...)` | `_record_pydantic_ai.py` |
-| a compiled LangGraph graph | LangChain callbacks every call inherits | `_record_langgraph.py` |
+| pydantic-ai `Agent` | its model, through `agent.override(model=...)` | `_record_pydantic_ai` |
+| OpenAI Agents SDK `Agent` | its hooks and model (and its handoffs') | `_record_openai_agents` |
+| a compiled LangGraph graph | LangChain callbacks every call inherits | `_record_langgraph` |
+| smolagents agent | its model, step callbacks, tool calls or code runs | `_record_smolagents` |
 """
 
 from __future__ import annotations
@@ -24,25 +26,46 @@ from thena_nb.frameworks._record_base import Hook, build
 __all__ = ["RECORDS", "Recording", "record"]
 
 RECORDS = (
-    "a pydantic-ai `Agent` or a compiled LangGraph graph (`StateGraph.compile()`, `create_agent`)"
+    "a pydantic-ai `Agent` or a compiled LangGraph graph (`StateGraph.compile()`, "
+    "`create_agent`), an OpenAI Agents SDK `Agent`, or a smolagents `ToolCallingAgent` or "
+    "`CodeAgent`"
 )
 """What `record` takes, as its error says."""
 
 
+def _roots(agent: Any) -> set[str]:
+    """The top-level packages of the agent's classes (its own class may be the user's)."""
+    return {cls.__module__.partition(".")[0] for cls in type(agent).__mro__}
+
+
 def _hook_of(agent: Any, name: str | None) -> Hook:
-    root = type(agent).__module__.partition(".")[0]
-    if root == "pydantic_ai":
+    roots = _roots(agent)
+    if "pydantic_ai" in roots:
         from thena_nb.frameworks import pydantic_ai
 
         if pydantic_ai.is_agent(agent):
             from thena_nb.frameworks._record_pydantic_ai import PydanticAIHook
 
             return PydanticAIHook(agent, name)
-    if root == "langgraph":
+    if "agents" in roots:
+        from thena_nb.frameworks import openai_agents
+
+        if openai_agents.is_agent(agent):
+            from thena_nb.frameworks._record_openai_agents import OpenAIAgentsHook
+
+            return OpenAIAgentsHook(agent, name)
+    if "langgraph" in roots:
         from thena_nb.frameworks._record_langgraph import LangGraphHook, is_graph
 
         if is_graph(agent):
             return LangGraphHook(agent, name)
+    if "smolagents" in roots:
+        from thena_nb.frameworks import smolagents
+
+        if smolagents.is_agent(agent):
+            from thena_nb.frameworks._record_smolagents import SmolagentsHook
+
+            return SmolagentsHook(agent, name)
     hint = ""
     from thena_nb.core.agent import Agent
 
@@ -118,11 +141,16 @@ def record(
     `record` only watches: the caller owns the call, so there is no replay, no tool gate
     and no stepping inside the block. To replay a recorded run, run the agent as a step:
     `Workflow.of(agent).run(input, replay=rec.runs[0])` reuses the recorded turns of a
-    pydantic-ai agent while the requests match; a LangGraph graph's step keys its requests
-    its own way, so there the replay goes live from turn 0 (`replay_diverged_at == 0`).
+    pydantic-ai agent, an OpenAI Agents SDK agent or a smolagents agent while the requests
+    match (a recorded turn is keyed as the step keys the same request; a smolagents
+    `CodeAgent`'s replay runs its recorded code again, as the step's does); a LangGraph
+    graph's step keys its requests its own way, so there the replay goes live from turn 0
+    (`replay_diverged_at == 0`).
 
     Args:
-        agent: A pydantic-ai `Agent` or a compiled LangGraph graph.
+        agent: A pydantic-ai `Agent`, an OpenAI Agents SDK `Agent` (`Runner.run(agent, ...)`
+            and `run_sync`, `run_streamed`), a compiled LangGraph graph, or a smolagents
+            `ToolCallingAgent` or `CodeAgent` (`agent.run(...)`).
         store: Where the runs are kept, as `wf.run` takes it: a run store, `False` for
             none, or `None` for the default store (`THENA_NB_STORE`).
         name: The runs' workflow and step name when the agent has none.

@@ -4,7 +4,9 @@ exception kept as its `__cause__`, and everything chained to that.
 Every string goes through `core/_secrets.py` (`scrub_exception`: messages, `args`, notes, an
 SDK error's `message` and `body`). The HTTP response and request an SDK error holds are
 replaced by copies whose headers, URL and body are scrubbed too (the request carried the
-API key in its headers; a server may echo it in its own). Nothing here imports an SDK.
+API key in its headers; a server may echo it in its own), under whatever attribute they
+are kept (`request`, `response`, or a transport error's private `_request`). Nothing here
+imports an SDK.
 """
 
 from __future__ import annotations
@@ -38,11 +40,17 @@ def scrubbed(error: E, cause: BaseException | None, *, secrets: Iterable[str | N
     scrub_exception(error, also=values)
     for current in exception_chain(error):
         attributes = getattr(current, "__dict__", {})
-        for name in ("response", "request"):
-            held = attributes.get(name)
-            if held is not None and hasattr(held, "headers"):
+        # Any attribute, private ones too: an `httpx` transport error keeps its request in
+        # `_request`, whose headers carry `Authorization: Bearer <key>`.
+        for name, held in list(attributes.items()):
+            if _is_http_message(held):
                 attributes[name] = _http_copy(held, values)
     return error
+
+
+def _is_http_message(value: Any) -> bool:
+    """Whether `value` is an HTTP request or response (an `httpx` one, or shaped like it)."""
+    return hasattr(value, "headers") and (hasattr(value, "method") or hasattr(value, "status_code"))
 
 
 def _http_copy(message: Any, values: list[str]) -> Any:

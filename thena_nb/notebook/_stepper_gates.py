@@ -25,7 +25,74 @@ if TYPE_CHECKING:
     from thena_nb.core.store.base import RunStore
     from thena_nb.core.workflow import Workflow
 
-__all__ = ["GateCard", "fork_session", "live_fork_session", "tool_schema"]
+__all__ = ["GateCard", "fork_session", "live_fork_session", "schema_problems", "tool_schema"]
+
+_JSON_TYPES: dict[str, tuple[str, tuple[type, ...]]] = {
+    "string": ("a string", (str,)),
+    "integer": ("an integer", (int,)),
+    "number": ("a number", (int, float)),
+    "boolean": ("true or false", (bool,)),
+    "array": ("a list", (list,)),
+    "object": ("an object", (dict,)),
+    "null": ("null", (type(None),)),
+}
+"""A JSON schema type: how a message names it, and the Python types `json.loads` gives."""
+
+
+def schema_problems(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> list[str]:
+    """What is wrong with `arguments` for a tool's JSON schema, one short sentence each:
+    a missing field, an unknown one, a value of the wrong type or not among the allowed.
+
+    Only the top level is checked (what a gate card's editor changes); the tool's own
+    validation still decides, and its message is shown when this finds nothing.
+
+    Example:
+        >>> schema = {"type": "object", "properties": {"url": {"type": "string"},
+        ...           "n": {"type": "integer"}}, "required": ["url"],
+        ...           "additionalProperties": False}
+        >>> schema_problems(schema, {"url": 3, "x": 1})
+        ['url must be a string', 'x is not a parameter of the tool (it takes url, n)']
+        >>> schema_problems(schema, {"n": "2"})
+        ['url is missing', 'n must be an integer']
+    """
+    if not schema:
+        return []
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    problems = [
+        f"{name} is missing" for name in schema.get("required", ()) if name not in arguments
+    ]
+    for name, value in arguments.items():
+        spec = properties.get(name)
+        if spec is None:
+            if properties and schema.get("additionalProperties") is False:
+                takes = ", ".join(properties)
+                problems.append(f"{name} is not a parameter of the tool (it takes {takes})")
+            continue
+        problem = _value_problem(spec, value)
+        if problem:
+            problems.append(f"{name} {problem}")
+    return problems
+
+
+def _value_problem(spec: Mapping[str, Any], value: Any) -> str:
+    """Why `value` does not fit one property's schema, or `""` (unknown shapes pass)."""
+    if "enum" in spec and value not in spec["enum"]:
+        return "must be one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    kinds = spec.get("type")
+    if kinds is None and "anyOf" in spec:
+        kinds = [option.get("type") for option in spec["anyOf"] if isinstance(option, dict)]
+    if kinds is None:
+        return ""
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    known = [k for k in kinds if k in _JSON_TYPES]
+    if not known or len(known) != len(kinds):
+        return ""
+    for kind in known:
+        types = _JSON_TYPES[kind][1]
+        # JSON's true and false are not numbers here, though Python's bool is an int.
+        if isinstance(value, types) and not (isinstance(value, bool) and bool not in types):
+            return ""
+    return "must be " + " or ".join(_JSON_TYPES[k][0] for k in known)
 
 
 def tool_schema(workflow: Any, pending: PendingCall) -> dict[str, Any] | None:
@@ -60,6 +127,8 @@ class GateCard(widgets.VBox):
         decide: Callable[[str, Decision], None],
     ) -> None:
         self.pending = pending
+        self.schema = schema
+        """The tool's JSON schema, or `None` when the tool is not known."""
         self._decide = decide
         call = pending.call
         arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
@@ -111,6 +180,12 @@ class GateCard(widgets.VBox):
             return self._fail(f"the arguments are not JSON: {exc}")
         if not isinstance(parsed, dict):
             return self._fail('the arguments must be a JSON object, e.g. {"a": 1}')
+        problems = schema_problems(self.schema, parsed)
+        if problems:
+            return self._fail(
+                f"the arguments do not fit tool {self.pending.call.name!r}: "
+                f"{'; '.join(problems)}. The call is still pending: fix them and Edit again."
+            )
         return self._take(Decision.edit(parsed))
 
     def reject(self, reason: str | None = None) -> bool:
@@ -130,7 +205,7 @@ class GateCard(widgets.VBox):
         try:
             self._decide(self.pending.call.id, decision)
         except GateError as exc:
-            return self._fail(str(exc))
+            return self._fail(_without_schema(str(exc)))
         self.decided = decision
         self.error.value = ""
         for child in self.children:
@@ -142,6 +217,13 @@ class GateCard(widgets.VBox):
     def _fail(self, text: str) -> bool:
         self.error.value = f'<div class="thena-error-inline">{_html.escape(text)}</div>'
         return False
+
+
+def _without_schema(message: str) -> str:
+    """A gate's error as a card shows it: the schema it prints at its end left out (the
+    card shows the schema under "schema")."""
+    cut = message.find("; decide it again with arguments that fit")
+    return message[:cut] + "; fix them and Edit again." if cut >= 0 else message
 
 
 def _head_html(pending: PendingCall, schema: Mapping[str, Any] | None) -> str:

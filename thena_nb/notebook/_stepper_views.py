@@ -8,10 +8,11 @@ model, a tool or a user wrote goes through `_html.escape`.
 
 from __future__ import annotations
 
+import json
 import math
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from thena_nb.core import _html
 from thena_nb.core.report import ReportNode
@@ -19,14 +20,18 @@ from thena_nb.core.types import Turn
 
 __all__ = [
     "CHART_LOOPS",
+    "EMPTY_PAUSED_TOOLS",
     "EMPTY_POSITION",
+    "EMPTY_RUNNING",
     "EMPTY_VIEW_POSITION",
+    "EMPTY_WAITING",
     "FORK_NEEDS_WORKFLOW",
     "LIVE_LABEL",
     "OpenLoopLike",
     "answering_html",
     "calling_html",
     "chart_png",
+    "edit_note_html",
     "error_html",
     "exception_text",
     "fork_tooltip",
@@ -35,7 +40,11 @@ __all__ = [
     "frozen_loop",
     "header_html",
     "loop_limits",
+    "ordinal",
+    "parsed_reply",
+    "paused_line",
     "position_html",
+    "reply_text",
     "turn_card_html",
     "view_html",
     "what_if_html",
@@ -46,6 +55,16 @@ LIVE_LABEL = "model text (live, while a turn runs)"
 """The label over the live text box while no turn is running."""
 EMPTY_POSITION = "<i>no turns yet: Step or Run to start</i>"
 """The position line before the first turn."""
+EMPTY_RUNNING = "<i>the first turn is running…</i>"
+"""The position line while the first turn runs."""
+EMPTY_WAITING = (
+    "<i>the first turn waits for a decision: decide its tool calls in the cards above</i>"
+)
+"""The position line while the first turn's tool calls are held at a gate."""
+EMPTY_PAUSED_TOOLS = (
+    "<i>the first turn's model has answered; paused before its tools — Continue runs them</i>"
+)
+"""The position line while the run is paused before the first turn's tools."""
 EMPTY_VIEW_POSITION = "<i>this run has no turns: fork it to run it live</i>"
 """The position line of a viewed run that has no turns."""
 FORK_NEEDS_WORKFLOW = (
@@ -64,18 +83,12 @@ _VIEWED = {
 CHART_LOOPS = 6
 """The chart draws at most the last this-many loop nodes (a nested loop adds one per run)."""
 _CHART_DPI = 72
-_STATUS_COLORS = {
-    "new": "#777",
-    "paused": "#1f77b4",
-    "running": "#1f77b4",
-    "finished": "#2ca02c",
-    "stopped": "#ff7f0e",
-    "budget": "#ff7f0e",
-    "failed": "#d62728",
+_SHOWN_STATUS = {"stopping": "stopping…", "pausing": "pausing…"}
+_STATUS_LINE = {
+    "stopping": "stopping… (the model call in flight is being cancelled)",
+    "pausing": "pausing… (the model call in flight finishes, then the run pauses before its tools)",
 }
-_RED = "#d62728"
 _VIEW_STYLE = "border-left:3px solid var(--thena-accent, #1565c0);padding:2px 8px"
-_PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
 
 
 class _Answer(Protocol):
@@ -106,6 +119,7 @@ def header_html(
     stopped: Sequence[ReportNode] = (),
     in_block: int = 0,
     waiting: int = 0,
+    paused_at: str | None = None,
 ) -> str:
     """The header: workflow, the run's input, a status badge, the turn count, who is
     answering, each open loop against its limits, stop-reason badges, a breakpoint.
@@ -122,9 +136,11 @@ def header_html(
         stopped: Loop nodes that have stopped, each shown with its stop reason.
         in_block: Branch turns of a `parallel` block under way, not counted yet.
         waiting: Tool calls that wait for a decision.
+        paused_at: Where a paused session waits (`session.paused_at`): `"tools"` (after a
+            turn's model call, before its tools) or `"model"` (before a model call).
     """
     esc = _html.escape
-    shown = "stopping…" if status == "stopping" else status
+    shown = _SHOWN_STATUS.get(status, status)
     badge = f'<span class="thena-badge s-{esc(status)}">{esc(shown)}</span>'
     count = esc(_html.plural(turn_count, "turn"))
     if in_block:
@@ -133,12 +149,17 @@ def header_html(
     if hit is not None:
         tail = f" · <b>breakpoint</b> at turn {esc(hit)}: {esc(reason)}"
     if waiting:
-        tail += f" · <b>{esc(_html.plural(waiting, 'tool call'))} wait for a decision</b>"
+        verb = "waits" if waiting == 1 else "wait"
+        tail += f" · <b>{esc(_html.plural(waiting, 'tool call'))} {verb} for a decision</b>"
     lines = [
         f"<div><b>Stepper</b> · workflow <b>{esc(workflow)}</b> · {badge} · {count}{tail}</div>"
     ]
     if input is not None:
         lines.append(f'<div class="thena-line">input: {esc(_cut(input, 200))}</div>')
+    if status in _STATUS_LINE:
+        live = esc(_STATUS_LINE[status])
+    elif status == "paused" and not waiting:
+        live = paused_line(paused_at)
     if live:
         lines.append(f'<div class="thena-line thena-live">{live}</div>')
     lines.extend(_open_loop_line(depth, loop) for depth, loop in enumerate(loops))
@@ -161,11 +182,25 @@ class OpenLoopLike(Protocol):
     def max_fails(self) -> float: ...
 
 
+def paused_line(paused_at: str | None) -> str:
+    """What a paused run waits for, as the header's live line says it (`""`: not paused).
+
+    Example:
+        >>> paused_line("tools")
+        'paused before tools — Continue runs them'
+    """
+    if paused_at == "tools":
+        return "paused before tools — Continue runs them"
+    if paused_at == "model":
+        return "paused before the next model call — Continue or Step goes on"
+    return ""
+
+
 def _open_loop_line(depth: int, loop: OpenLoopLike) -> str:
     esc = _html.escape
     arrow = "↳ " * depth
     return (
-        f'<div class="thena-line">{arrow}loop <code>{esc(loop.path)}</code>: iteration '
+        f'<div class="thena-line">{arrow}loop <code>{esc(loop.path)}</code>: now at iteration '
         f"{esc(loop.iteration)} of {esc(loop.max_iterations)} · consecutive fails "
         f"{esc(loop.consecutive_fails)} of {esc(_fails_limit(loop.max_fails))}</div>"
     )
@@ -246,9 +281,7 @@ def error_html(text: str) -> str:
     """An error box with `text` in it, or `""` when there is no text."""
     if not text:
         return ""
-    return (
-        f'<pre class="thena-stepper-error" style="{_PRE};color:{_RED}">{_html.escape(text)}</pre>'
-    )
+    return f'<pre class="thena-stepper-error">{_html.escape(text)}</pre>'
 
 
 def turn_card_html(turn: Turn, *, would_stop: str | None, break_reason: str | None) -> str:
@@ -272,7 +305,8 @@ def would_stop_html(label: str, verdict: bool | BaseException) -> str:
     """Whether the loop's `until` (named `label`) held after a turn, or what it raised."""
     head = f"until <code>{_html.escape(label)}</code> would stop"
     if isinstance(verdict, BaseException):
-        return f"{head}: <span style='color:{_RED}'>{_html.escape(exception_text(verdict))}</span>"
+        raised = _html.escape(exception_text(verdict))
+        return f"{head}: <span class='thena-bad-text'>{raised}</span>"
     return f"{head}: <b>{'yes' if verdict else 'no'}</b>"
 
 
@@ -280,6 +314,9 @@ def position_html(
     turn: Turn, turn_count: int, *, limits: tuple[int, float] | None, tokens: int
 ) -> str:
     """Where the shown turn is: its place, step, loop iteration, fail streak and tokens.
+
+    A turn is named by its 0-based index with a `#` (`turn #2`), its place counted from 1
+    as an ordinal (`3rd of 3`); loop iterations count from 1, as `ctx.iteration` does.
 
     Args:
         turn: The turn shown.
@@ -291,18 +328,29 @@ def position_html(
     # subclass (or a loaded record) can print as anything.
     esc = _html.escape
     items = [
-        f"turn {esc(turn.index)} ({esc(turn.index + 1)} of {esc(turn_count)})",
+        f"turn #{esc(turn.index)} ({esc(ordinal(turn.index + 1))} of {esc(turn_count)})",
         f"step <code>{esc(turn.step_path)}</code>",
     ]
     if turn.iteration is None:
         items.append("not in a loop")
     else:
         max_iterations, max_fails = limits if limits else ("?", "?")
-        items.append(f"loop iteration {esc(turn.iteration)} of {esc(max_iterations)}")
+        items.append(f"ran in loop iteration {esc(turn.iteration)} of {esc(max_iterations)}")
         streak = f"{esc(turn.consecutive_fails)} of {esc(_fails_limit(max_fails))}"
-        items.append(f"consecutive fails {streak}")
+        items.append(f"consecutive fails after it {streak}")
     items.append(f"tokens so far {esc(tokens)}")
     return f'<div class="thena-stepper-position">{" · ".join(items)}</div>'
+
+
+def ordinal(n: int) -> str:
+    """`n` as an English ordinal: `1st`, `2nd`, `3rd`, `4th`, `11th`, `22nd`.
+
+    Example:
+        >>> [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 102)]
+        ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '102nd']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _fails_limit(max_fails: float | str) -> str:
@@ -314,10 +362,18 @@ def _fails_limit(max_fails: float | str) -> str:
     return str(int(max_fails)) if float(max_fails).is_integer() else str(max_fails)
 
 
-def frame_window(index: int, rows: int) -> tuple[int, int]:
-    """The `(lo, hi)` slice of turns the frame shows: `rows` turns up to and including `index`."""
-    hi = index + 1
-    return max(0, hi - rows), hi
+def frame_window(index: int, rows: int, count: int) -> tuple[int, int]:
+    """The `(lo, hi)` slice of the `count` turns the frame shows: every turn when they fit in
+    `rows`, else `rows` turns around `index` (the shown one), as the chart shows them all.
+
+    Example:
+        >>> frame_window(0, 20, 3), frame_window(50, 20, 100), frame_window(99, 20, 100)
+        ((0, 3), (40, 60), (80, 100))
+    """
+    if count <= rows:
+        return 0, count
+    lo = max(0, min(index - rows // 2, count - rows))
+    return lo, lo + rows
 
 
 def frame_table_html(
@@ -369,7 +425,7 @@ def _what_if_row(key: str, node: ReportNode, iteration: int | None, reason: str 
         verdict = f"would have stopped after iteration <b>{iteration}</b>"
     return (
         f"<li><code>{_html.escape(key)}</code>: {verdict} "
-        f"<span style='color:#777'>({_html.escape(recorded)})</span></li>"
+        f"<span class='thena-muted'>({_html.escape(recorded)})</span></li>"
     )
 
 
@@ -382,6 +438,100 @@ def answering_html(agent: str | None, branch: int | None = None) -> str:
 def calling_html(agent: str | None, tool: str) -> str:
     """The live label while `agent`'s call of `tool` runs."""
     return f"<b>{_html.escape(agent)}</b> calls <code>{_html.escape(tool)}</code>…"
+
+
+def edit_note_html(turn: Turn, target: str | None, text: str) -> str:
+    """What "Edit this turn and continue" will do with `text` in the edit box.
+
+    Args:
+        turn: The shown turn.
+        target: `"reply"`, or the id of the tool call whose result is edited.
+        text: The edit box's text.
+    """
+    esc = _html.escape
+    at = f"turn #{esc(turn.index)}"
+    if target is None:
+        return ""
+    if target != "reply":
+        call = next((c for c in turn.tool_calls if c.id == target), None)
+        name = esc(call.name if call is not None else target)
+        return (
+            f'<div class="thena-edit-note">the fork reuses the turns before {at}; in it, '
+            f"<code>{name}</code> returns this text instead of its recorded result, and the "
+            f"model goes on from there live</div>"
+        )
+    try:
+        parsed = parsed_reply(text)
+    except ValueError as exc:
+        return f'<div class="thena-edit-note thena-bad-text">{esc(exc)}</div>'
+    if parsed is None:
+        dropped = ""
+        if turn.tool_calls:
+            names = ", ".join(f"<code>{esc(c.name)}</code>" for c in turn.tool_calls)
+            dropped = (
+                f" <b>The recorded tool calls ({names}) are dropped</b>: keep the JSON "
+                f'form (<code>{{"text": …, "tool_calls": […]}}</code>) to keep or change them.'
+            )
+        return (
+            f'<div class="thena-edit-note">the fork reuses the turns before {at}; its model '
+            f"answers with this text only, no tool call.{dropped} The turns after it run "
+            f"live.</div>"
+        )
+    listed = ", ".join(f"<code>{esc(name)}</code>" for name, _ in parsed[1]) or "no tool"
+    return (
+        f'<div class="thena-edit-note">the fork reuses the turns before {at}; its model '
+        f"calls {listed} with the arguments given (they run live), then the run goes on "
+        f"live.</div>"
+    )
+
+
+def reply_text(turn: Turn) -> str:
+    """The edit box's text for the reply of `turn`: its text, or, for a turn that called
+    tools, its text and calls as JSON that `parsed_reply` reads back."""
+    if not turn.tool_calls:
+        return turn.info.response
+    calls = [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls]
+    return json.dumps(
+        {"text": turn.info.response, "tool_calls": calls}, indent=2, ensure_ascii=False
+    )
+
+
+def parsed_reply(text: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
+    """`(text, [(tool name, arguments), ...])` of an edited reply in the JSON form of
+    `reply_text`, or `None` when `text` is a plain text answer.
+
+    Raises:
+        ValueError: The JSON form is there but a call is not `{"name": str, "arguments": {}}`,
+            or its `"text"` is not a string.
+
+    Example:
+        >>> parsed_reply('{"text": "", "tool_calls": [{"name": "add", "arguments": {"a": 1}}]}')
+        ('', [('add', {'a': 1})])
+        >>> parsed_reply("just text") is None
+        True
+    """
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or "tool_calls" not in parsed:
+        return None
+    calls, said = parsed["tool_calls"], parsed.get("text", "")
+    if not isinstance(said, str):
+        raise ValueError('"text" must be a string (use "" for none)')
+    if not isinstance(calls, list):
+        raise ValueError('"tool_calls" must be a list of {"name": ..., "arguments": {...}}')
+    out: list[tuple[str, dict[str, Any]]] = []
+    for call in calls:
+        name = call.get("name") if isinstance(call, dict) else None
+        arguments = call.get("arguments", {}) if isinstance(call, dict) else None
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise ValueError(
+                f'each tool call needs a "name" (a string) and "arguments" (an object), '
+                f"got {call!r}"
+            )
+        out.append((name, arguments))
+    return said, out
 
 
 def frozen_loop(node: ReportNode, turn_count: int) -> ReportNode:

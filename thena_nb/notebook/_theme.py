@@ -1,17 +1,58 @@
 """The one stylesheet of the Stepper and of a run's page: colours from JupyterLab's theme.
 
-Every colour is a CSS variable of JupyterLab (`--jp-ui-font-color1`, `--jp-layout-color1`,
-...) with a light fallback, so the views follow the light and dark themes in JupyterLab and
-read well elsewhere. Badges have a dark fill and white text, readable on either theme. The
-rules apply under the class `thena-ui` only (the Stepper's box, the page's body).
+The text and the backgrounds are JupyterLab's theme variables (`--jp-ui-font-color1`,
+`--jp-layout-color1`, ...) with a light fallback, so the views follow the light and dark
+themes in JupyterLab and read well elsewhere. The coloured texts (an error, ok, a warning,
+a muted note) are this module's own pairs, `LIGHT_TEXT` and `DARK_TEXT`, picked by the theme
+(`body[data-jp-theme-light="false"]` in JupyterLab, `body.vscode-dark` in VS Code, the
+browser's dark mode on a run's page): JupyterLab's own error colour is under 4.5:1 on its code
+background in both themes. `tests/notebook/test_stepper_fixes.py` checks every pair against
+WCAG AA. Badges have a dark fill and white text, readable on either theme. The rules apply
+under the class `thena-ui` only (the Stepper's box, the page's body).
 """
 
 from __future__ import annotations
 
-__all__ = ["DARK_VARIABLES", "STYLE", "UI_CLASS", "style_html"]
+__all__ = [
+    "DARK_SELECTORS",
+    "DARK_TEXT",
+    "DARK_VARIABLES",
+    "LIGHT_TEXT",
+    "STYLE",
+    "UI_CLASS",
+    "style_html",
+]
 
 UI_CLASS = "thena-ui"
 """The class the Stepper's box and a run page's body carry; every rule is under it."""
+
+LIGHT_TEXT = {
+    "bad": "#b71c1c",
+    "ok": "#1b5e20",
+    "warn": "#8a4500",
+    "muted": "#595959",
+}
+"""The coloured texts on a light theme: each at least 4.5:1 on white and on `#eeeeee` (the
+code background, `--jp-layout-color2`)."""
+DARK_TEXT = {
+    "bad": "#ff9e9e",
+    "ok": "#81c784",
+    "warn": "#ffb74d",
+    "muted": "#bdbdbd",
+}
+"""The coloured texts on a dark theme: each at least 4.5:1 on `#424242` (JupyterLab Dark's
+code background) and on every darker grey."""
+DARK_SELECTORS = (
+    'body[data-jp-theme-light="false"] .thena-ui',
+    "body.vscode-dark .thena-ui",
+    "body.vscode-high-contrast:not(.vscode-high-contrast-light) .thena-ui",
+)
+"""Where the dark texts apply: a dark JupyterLab theme, a dark VS Code theme."""
+
+
+def _text_variables(colours: dict[str, str]) -> str:
+    return " ".join(f"--thena-{name}: {value};" for name, value in colours.items())
+
 
 STYLE = """
 .thena-ui {
@@ -20,9 +61,7 @@ STYLE = """
   --thena-bg-alt: var(--jp-layout-color2, #eeeeee);
   --thena-border: var(--jp-border-color1, #bdbdbd);
   --thena-accent: var(--jp-brand-color1, #1565c0);
-  --thena-bad: var(--jp-error-color1, #c62828);
-  --thena-ok: var(--jp-success-color1, #2e7d32);
-  --thena-warn: var(--jp-warn-color1, #b45309);
+  LIGHT_TEXT_VARIABLES
   color: var(--thena-fg);
   font-family: var(--jp-ui-font-family, system-ui, sans-serif);
   font-size: var(--jp-ui-font-size1, 13px);
@@ -42,7 +81,13 @@ STYLE = """
 .thena-ui pre { color: var(--thena-fg); }
 .thena-ui .thena-turn pre { background: var(--thena-bg-alt) !important; }
 .thena-ui .thena-turn > div:last-child { color: var(--thena-fg) !important; }
-.thena-ui .thena-muted { color: var(--thena-fg); font-size: 90%; }
+.thena-ui .thena-muted { color: var(--thena-muted); font-size: 90%; }
+DARK_TEXT_RULE
+/* The core's HTML needs no stylesheet, so it carries fixed colours; under the theme, the
+   theme's readable ones win (its red is 2.0:1 on JupyterLab Dark's code background). */
+.thena-ui [style*="color:#d62728"] { color: var(--thena-bad) !important; }
+.thena-ui [style*="color:#777"], .thena-ui [style*="color:#555"] {
+  color: var(--thena-muted) !important; }
 .thena-stepper-header { background: var(--thena-bg-alt); color: var(--thena-fg);
   padding: 4px 8px; border-radius: 4px; overflow-wrap: anywhere; }
 .thena-stepper-header .thena-line { margin-top: 2px; }
@@ -65,7 +110,7 @@ STYLE = """
   margin: 2px 0; padding: 2px 4px; background: var(--thena-bg-alt); color: var(--thena-fg); }
 .thena-entry .who { font-weight: bold; }
 .thena-call { margin: 2px 0 2px 8px; }
-.thena-bad-text { color: var(--thena-bad); }
+.thena-bad-text, .thena-ui .thena-bad-text pre { color: var(--thena-bad); }
 .thena-inspector h4 { margin: 6px 0 2px 0; font-size: 100%; }
 .thena-inspector details > summary { cursor: pointer; }
 .thena-frame table { border-collapse: collapse; width: auto; max-width: 100%; }
@@ -91,7 +136,16 @@ STYLE = """
 .thena-chart .m-rescued { stroke: var(--thena-fg); stroke-width: 1; }
 .thena-gate { border: 1px solid var(--thena-warn); border-radius: 4px; padding: 4px;
   margin: 2px 0; }
-.thena-error-inline { color: var(--thena-bad); }
+.thena-error-inline, .thena-ui .thena-stepper-error { color: var(--thena-bad); }
+.thena-ui .thena-stepper-error { white-space: pre-wrap; word-break: break-word; margin: 2px 0;
+  padding: 2px 4px; background: var(--thena-bg-alt); }
+.thena-transcript.thena-follow { display: flex; flex-direction: column-reverse; }
+.thena-transcript.thena-follow > div { flex: 0 0 auto; }
+.thena-ui .thena-later > summary { cursor: pointer; color: var(--thena-muted); }
+.thena-ui .thena-edit-note { color: var(--thena-fg); font-size: 90%; margin: 2px 0; }
+.thena-ui .thena-scrub { flex-flow: row nowrap !important; }
+.thena-ui .thena-scrub .widget-slider { flex: 1 1 auto; width: auto; min-width: 0; }
+.thena-ui .thena-scrub .widget-slider .slider-container { min-width: 60px; }
 """
 """The stylesheet: scoped under `.thena-ui`, colours from JupyterLab's theme variables."""
 
@@ -101,9 +155,15 @@ DARK_VARIABLES = """
     --jp-layout-color2: #303030; --jp-border-color1: #616161; --jp-brand-color1: #64b5f6;
     --jp-error-color1: #ef9a9a; --jp-success-color1: #81c784; --jp-warn-color1: #ffb74d; }
   body { background: #1e1e1e; }
+  .thena-ui { DARK_TEXT_VARIABLES }
 }
 """
 """For a page outside JupyterLab: dark values of the variables when the browser asks."""
+
+STYLE = STYLE.replace("LIGHT_TEXT_VARIABLES", _text_variables(LIGHT_TEXT)).replace(
+    "DARK_TEXT_RULE", f"{', '.join(DARK_SELECTORS)} {{ {_text_variables(DARK_TEXT)} }}"
+)
+DARK_VARIABLES = DARK_VARIABLES.replace("DARK_TEXT_VARIABLES", _text_variables(DARK_TEXT))
 
 
 def style_html() -> str:

@@ -74,7 +74,7 @@ def _call_entry(call: ToolCall) -> str:
 
 
 def _turn_entry(turn: Turn, *, current: bool, pending: bool = False) -> str:
-    where = [f"turn {esc(turn.index)}", f'<span class="who">{esc(turn.agent)}</span>']
+    where = [f"turn #{esc(turn.index)}", f'<span class="who">{esc(turn.agent)}</span>']
     if turn.iteration is not None:
         where.append(f"iteration {esc(turn.iteration)}")
     if turn.branch is not None:
@@ -99,8 +99,14 @@ def transcript_html(
     pending: Sequence[Turn] = (),
     live: tuple[str, str] | None = None,
     window: int | None = None,
+    follow: bool = False,
 ) -> str:
     """The run as a conversation: the user's input, then each turn and its tool calls.
+
+    With `follow`, the conversation ends at the `current` turn (the turns after it fold
+    into a "later turns" summary) and its box opens scrolled to its end, so the turn shown
+    is in view after every step and run with no script (a `column-reverse` box starts at
+    its end).
 
     Args:
         run: The run.
@@ -108,6 +114,7 @@ def transcript_html(
         pending: Branch turns of a `parallel` block under way (not in `run.turns` yet).
         live: `(agent, streamed text)` of the model call in flight, if any.
         window: Show at most this many turns around `current` (all when `None`).
+        follow: Scroll to `current` (the Stepper's view); a page shows the whole run.
 
     Example:
         >>> from thena_nb import Agent, Workflow
@@ -119,12 +126,12 @@ def transcript_html(
         (True, True)
     """
     turns = run.turns
-    lo, hi = 0, len(turns)
-    if window is not None and len(turns) > window:
-        mid = current if current is not None else len(turns) - 1
-        lo = max(0, min(mid - window // 2, len(turns) - window))
-        hi = lo + window
-    parts = ['<div class="thena-transcript">']
+    lo, hi = _window(len(turns), current, window)
+    parts = [
+        '<div class="thena-transcript thena-follow"><div>'
+        if follow
+        else '<div class="thena-transcript">'
+    ]
     if lo == 0:
         parts.append(
             f'<div class="thena-entry user"><span class="who">user</span>'
@@ -132,7 +139,7 @@ def transcript_html(
         )
     else:
         parts.append(f'<div class="thena-muted">… {lo} earlier turns</div>')
-    parts.extend(_turn_entry(t, current=t.index == current) for t in turns[lo:hi])
+    parts.append(_entries_html(turns[lo:hi], current, follow=follow))
     if hi < len(turns):
         parts.append(f'<div class="thena-muted">… {len(turns) - hi} later turns</div>')
     parts.extend(_turn_entry(t, current=t.index == current, pending=True) for t in pending)
@@ -142,8 +149,34 @@ def transcript_html(
             f'<div class="thena-entry live"><span class="who">{esc(agent)}</span> is '
             f"answering…{_html.long_text(text, _PRE) if text else ''}</div>"
         )
-    parts.append("</div>")
+    parts.append("</div></div>" if follow else "</div>")
     return "".join(parts)
+
+
+def _window(count: int, current: int | None, window: int | None) -> tuple[int, int]:
+    """The `(lo, hi)` slice of `count` turns a transcript shows: `window` around `current`."""
+    if window is None or count <= window:
+        return 0, count
+    mid = current if current is not None else count - 1
+    lo = max(0, min(mid - window // 2, count - window))
+    return lo, lo + window
+
+
+def _entries_html(shown: Sequence[Turn], current: int | None, *, follow: bool) -> str:
+    """The entries of `shown`; with `follow`, those after `current` folded (the Stepper's
+    transcript ends at the turn it shows)."""
+    later = [t for t in shown if t.index > current] if follow and current is not None else []
+    entries = "".join(
+        _turn_entry(t, current=t.index == current) for t in shown[: len(shown) - len(later)]
+    )
+    if not later:
+        return entries
+    folded = "".join(_turn_entry(t, current=False) for t in later)
+    return (
+        f'{entries}<details class="thena-later"><summary>'
+        f"{esc(_html.plural(len(later), 'later turn'))} (after the one shown)</summary>"
+        f"{folded}</details>"
+    )
 
 
 def _message_html(m: Message) -> str:
@@ -154,7 +187,7 @@ def _message_html(m: Message) -> str:
         f"<div>→ <code>{esc(c.name)}</code> {esc(_json(c.arguments))}</div>" for c in m.tool_calls
     )
     body = _html.long_text(m.content, _PRE) if m.content else "<i>(no text)</i>"
-    return f'<div class="thena-entry msg-{esc(m.role)}"><b>{esc(who)}</b>{body}{calls}</div>'
+    return f'<div class="thena-entry msg-{esc(m.role)}"><b>{esc(who)}</b> {body}{calls}</div>'
 
 
 def saw_html(run: Run, turn: Turn, *, model: Any = None) -> str:
@@ -238,7 +271,8 @@ def tools_html(turn: Turn) -> str:
             parts.append("<h4>arguments the model gave</h4>")
             parts.append(_html.long_text(_json(call.original_arguments), _PRE))
         if call.error is not None:
-            parts.append(f"<h4>error</h4><div class='thena-bad-text'>{esc(call.error)}</div>")
+            error = _html.long_text(call.error, _PRE)
+            parts.append(f"<h4>error</h4><div class='thena-bad-text'>{error}</div>")
         elif call.result is not None:
             parts.append(f"<h4>result</h4>{_html.long_text(call.result, _PRE)}")
         if call.traceback:
@@ -292,7 +326,7 @@ def inspector_html(run: Run, turn_index: int) -> str:
     )
 
 
-_FRAME_HEAD = (("turn", "num"), ("agent", ""), ("iter", "num"), ("tools", ""))
+_FRAME_HEAD = (("turn #", "num"), ("agent", ""), ("iteration", "num"), ("tools", ""))
 _FRAME_TAIL = (("streak", "num"), ("reply", ""))
 
 
@@ -301,8 +335,10 @@ def frame_table_html(turns: Sequence[Turn], lo: int, hi: int, *, current: int | 
     tool calls with badges, failure streak and the reply (cut, the full text on expand)."""
     head = "".join(f'<th class="{c}">{n}</th>' for n, c in (*_FRAME_HEAD, *_FRAME_TAIL))
     rows = "".join(_frame_row(t, current) for t in turns[lo:hi])
+    which = f"all {len(turns)}" if (lo, hi) == (0, len(turns)) else f"of {len(turns)}"
+    span = f"turns #{lo}–#{hi - 1} ({which})" if hi > lo else "no turns"
     return (
-        f'<div class="thena-frame thena-stepper-frame"><div>turns {lo}–{hi - 1}</div>'
+        f'<div class="thena-frame thena-stepper-frame"><div>{esc(span)}</div>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
     )
 

@@ -3,7 +3,9 @@
 `failure_chart` backs `Run.failure_chart()`. It never touches pyplot (which keeps global
 references to every figure) and never calls `show()`; the notebook displays the returned
 `Figure`. `figure_png` is the one place a figure becomes PNG bytes (the Figure's own
-`_repr_png_`, the Stepper's chart, a run's HTML view through `figure_png_b64`).
+`_repr_png_`, the Stepper's chart); `figure_svg_html` is the one place it becomes inline SVG
+that takes the notebook's text colour (the Figure's `_repr_html_`, which JupyterLab prefers,
+and a run's HTML view), so that a chart reads on a dark theme as on a light one.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -32,6 +36,7 @@ __all__ = [
     "failure_chart",
     "figure_png",
     "figure_png_b64",
+    "figure_svg_html",
     "plain_text",
 ]
 
@@ -56,11 +61,15 @@ THRESHOLD_LABEL = "max_fails"
 
 
 class FailureChart(Figure):
-    """A matplotlib `Figure` that shows itself as a PNG in Jupyter, with no pyplot and no
-    `%matplotlib inline` needed."""
+    """A matplotlib `Figure` that shows itself in Jupyter with no pyplot and no
+    `%matplotlib inline` needed: as inline SVG in the theme's colours, or as a PNG where
+    HTML is not shown."""
 
     def _repr_png_(self) -> bytes:
         return figure_png(self)
+
+    def _repr_html_(self) -> str:
+        return figure_svg_html(self)
 
 
 def failure_chart(turns: Sequence[Turn], loops: Sequence[ReportNode]) -> Figure:
@@ -119,6 +128,36 @@ def figure_png_b64(fig: Figure, *, dpi: int = 80) -> str:
         The PNG bytes, base64-encoded as ASCII text.
     """
     return base64.b64encode(figure_png(fig, dpi=dpi)).decode("ascii")
+
+
+_INK = "#000000"
+"""What matplotlib draws text, axes and ticks in by default: the SVG takes the page's
+text colour there instead."""
+_TEXT_COLOUR = "var(--jp-ui-font-color1, var(--vscode-editor-foreground, #1a1a1a))"
+_XML_HEAD = re.compile(r"\A.*?(?=<svg)", re.DOTALL)
+
+
+def figure_svg_html(fig: Figure) -> str:
+    """The figure as inline SVG on a transparent background, its black (text, axes, ticks,
+    error bars) drawn in the notebook's text colour: light on a dark JupyterLab or VS Code
+    theme, dark on a light one. Coloured lines and markers keep their colours.
+
+    Args:
+        fig: A figure, e.g. from `failure_chart`.
+
+    Returns:
+        A `<div>` holding the `<svg>`; text in it is drawn as paths (no font needed).
+    """
+    buffer = io.StringIO()
+    # A fixed salt makes the ids the same on every save (a re-run notebook's output does
+    # not change); two charts on a page share an id only for the same definition.
+    with rc_context({"svg.hashsalt": "thena_nb"}):
+        fig.savefig(buffer, format="svg", transparent=True, metadata={"Date": None})
+    svg = _XML_HEAD.sub("", buffer.getvalue(), count=1)
+    svg = svg.replace(_INK, "currentColor")
+    # Text glyphs carry no fill of their own (black by default): they take the root's.
+    svg = svg.replace("<svg ", '<svg fill="currentColor" style="max-width:100%;height:auto" ', 1)
+    return f'<div class="thena-figure" style="color:{_TEXT_COLOUR}">{svg}</div>'
 
 
 def _by_index(turns: Sequence[Turn]) -> Callable[[int], Turn]:

@@ -34,6 +34,7 @@ import thena_nb
 from thena_nb.core import _html
 from thena_nb.core.events import Event
 from thena_nb.core.gates import Decision
+from thena_nb.core.model import Reply
 from thena_nb.core.run import Run
 from thena_nb.core.session import OpenLoop, Session
 from thena_nb.core.steps import LoopStep, callable_name, walk
@@ -63,7 +64,7 @@ _EDIT_HELP = (
     "the Stepper follows the fork (a button leads back to this run).</div>"
 )
 FRAME_ROWS = 20
-"""Rows of the turn frame shown: the turns up to and including the shown one."""
+"""Rows of the turn frame: every turn when they fit, else this many around the shown one."""
 _REFRESH_S = 0.25
 """While a run is going, redraw the shown turn at most this often."""
 _CHART_DELAY_S = 0.2
@@ -127,8 +128,9 @@ class Stepper(widgets.VBox):
     turn_count = Int(0).tag(sync=True)
     """Turns recorded so far."""
     status = Unicode("new").tag(sync=True)
-    """`new`, `running`, `paused`, `stopping` (a stop waits for the call in flight to be
-    cancelled), or the run's final status once it ended."""
+    """`new`, `running`, `pausing` (a pause waits for the model call in flight to end),
+    `paused`, `stopping` (a stop waits for the call in flight to be cancelled), or the run's
+    final status once it ended."""
     breakpoint_hit = Int(None, allow_none=True).tag(sync=True)
     """Index of the turn whose breakpoint paused the last `run()`/`step_iteration()`."""
     break_on_error = Bool(False).tag(sync=True)
@@ -203,7 +205,7 @@ class Stepper(widgets.VBox):
         self._branch_turns: list[Turn] = []
         self._what_if_marks: list[int | None] | None = None
         self._last_loop: _Where | None = None
-        self._frame_key: tuple[int, int, int] | None = None
+        self._frame_key: tuple[int, int, int, int] | None = None
         self._chart_key: Any = None
         self._live_agent: tuple[str, int | None] | None = None
 
@@ -252,8 +254,13 @@ class Stepper(widgets.VBox):
     def pause(self) -> None:
         """Pause a `run()` at its next pause point: before the tools of the turn whose model
         is answering, else before the next model call; the run stays open:
-        `continue_run()`, `step()` or `stop()` go on from there."""
+        `continue_run()`, `step()` or `stop()` go on from there. Until it has paused,
+        `status` is `"pausing"`."""
         self.session.pause()
+        if self._busy and self._last_action == "run" and not self.session.done:
+            self.status = "pausing"
+            self._render_header()
+            self._render_controls()
 
     def stop(self) -> asyncio.Future[Any] | None:
         """Stop the run: at once when paused; when running, a model call in flight is
@@ -299,6 +306,11 @@ class Stepper(widgets.VBox):
         """Edit recorded turn `index` and continue: a fork of the run (`run.fork(index,
         reply=... | tool_results=...)`) that the Stepper then follows, stepped up to the
         edited turn; `back_to_parent()` returns to this run.
+
+        `reply` is the model's new answer: a text (a turn with no tool call), or what
+        `reply.tool(...)` / `reply.calls(...)` make. The Edit tab's box holds a tool-calling
+        turn's reply as JSON (`{"text": ..., "tool_calls": [...]}`), and says what the edit
+        will do before it is made.
 
         Raises:
             ValueError: The edit does not fit the turn (shown in the edit box too).
@@ -626,7 +638,7 @@ class Stepper(widgets.VBox):
     def _set_live(self, html: str) -> None:
         self.live_label.value = html
         self.live = _plain(html)
-        if self.status not in ("running", "stopping"):
+        if self.status not in ("running", "stopping", "pausing"):
             self.status = "running"
         self._render_header()
 
@@ -750,6 +762,7 @@ class Stepper(widgets.VBox):
         self.slider.observe(lambda change: self._on_loop(lambda: self._slid(change)), "value")
         self.inspector.observe(lambda _: self._render_inspector(), "selected_index")
         self.edit_target.observe(lambda _: self._fill_edit(), "value")
+        self.edit_text.observe(lambda _: self._note_edit(), "value")
         self.what_if_text.observe(self._what_if_submitted, "value")
 
     def _build_buttons(self) -> None:
@@ -801,7 +814,14 @@ class Stepper(widgets.VBox):
 
     def _build_boxes(self) -> None:
         self.slider = widgets.IntSlider(
-            value=0, min=0, max=0, description="turn", continuous_update=True, disabled=True
+            value=0,
+            min=0,
+            max=0,
+            description="turn #",
+            continuous_update=True,
+            disabled=True,
+            style={"description_width": "initial"},
+            layout={"flex": "1 1 auto", "width": "auto", "min_width": "0"},
         )
         self.break_error_box = widgets.Checkbox(
             description="on failed tool call", indent=False, layout={"width": "auto"}
@@ -826,7 +846,8 @@ class Stepper(widgets.VBox):
         self.edit_target = widgets.Dropdown(
             description="edit", layout={"width": "auto", "max_width": "100%"}
         )
-        self.edit_text = widgets.Textarea(rows=3, layout={"width": "100%"})
+        self.edit_text = widgets.Textarea(rows=6, layout={"width": "100%"})
+        self.edit_note = widgets.HTML()
         self.edit_error = widgets.HTML()
 
     def _fill_inspector(self, wrap: dict[str, str]) -> None:
@@ -836,6 +857,7 @@ class Stepper(widgets.VBox):
                 widgets.HTML(_EDIT_HELP),
                 widgets.HBox([self.edit_target, self.edit_button], layout=wrap),
                 self.edit_text,
+                self.edit_note,
                 self.edit_error,
             ]
         )
@@ -864,7 +886,11 @@ class Stepper(widgets.VBox):
             layout=wrap,
         )
         self.controls.add_class("thena-stepper-controls")
-        scrub = widgets.HBox([self.back_button, self.slider, self.forward_button], layout=wrap)
+        scrub = widgets.HBox(
+            [self.back_button, self.slider, self.forward_button],
+            layout={"flex_flow": "row nowrap", "align_items": "center", "max_width": "660px"},
+        )
+        scrub.add_class("thena-scrub")
         self.breaks = widgets.HBox(
             [
                 widgets.HTML("<b>break</b>&nbsp;"),
@@ -924,9 +950,13 @@ class Stepper(widgets.VBox):
         if index < 0 or target is None:
             return
         text = self.edit_text.value
-        edits: dict[str, Any] = (
-            {"reply": text} if target == "reply" else {"tool_results": {str(target): text}}
-        )
+        edits: dict[str, Any] = {"tool_results": {str(target): text}}
+        if target == "reply":
+            try:
+                edits = {"reply": _edited_reply(text)}
+            except ValueError as exc:
+                self.edit_error.value = views.error_html(f"the reply: {exc}")
+                return
         with contextlib.suppress(ValueError, TypeError):  # shown in the edit box
             self.edit_turn(index, **edits)
 
@@ -956,6 +986,8 @@ class Stepper(widgets.VBox):
         self.live_box.layout.display = None if busy else "none"
         if busy:
             self.status = "running"
+            if self.position < 0:
+                self.position_html.value = self._empty_position()
         self._render_controls()
 
     def _render_controls(self) -> None:
@@ -967,7 +999,9 @@ class Stepper(widgets.VBox):
         self.continue_button.disabled = (
             self._busy or done or held or session.task is None or not session.paused
         )
-        self.pause_button.disabled = not (self._busy and self._last_action == "run") or done
+        self.pause_button.disabled = (
+            not (self._busy and self._last_action == "run") or done or self.status == "pausing"
+        )
         self.stop_button.disabled = done
         n = len(self._all_turns())
         self.back_button.disabled = self.position <= 0
@@ -1014,8 +1048,6 @@ class Stepper(widgets.VBox):
         reason = self._break_reasons.get(hit, "") if hit is not None else ""
         stopped = [n for n in run.loops if n.stop_reason is not None or n.error is not None]
         live = self.live_label.value if self.live else ""
-        if self.status == "stopping":
-            live = "stopping… (the model call in flight is being cancelled)"
         self.header.value = views.header_html(
             run.workflow_name,
             self.status,
@@ -1028,6 +1060,7 @@ class Stepper(widgets.VBox):
             stopped=stopped[-_STOPPED_LOOPS:],
             in_block=len(self._branch_turns),
             waiting=len(session.pending),
+            paused_at=session.paused_at if session.paused else None,
         )
 
     def _sync_turns(self) -> None:
@@ -1045,8 +1078,7 @@ class Stepper(widgets.VBox):
 
     def _render_empty(self) -> None:
         self.position = -1
-        viewing = self.mode == "view"
-        self.position_html.value = views.EMPTY_VIEW_POSITION if viewing else views.EMPTY_POSITION
+        self.position_html.value = self._empty_position()
         for html in (self.turn_html, self.saw_html, self.reasoning_html, self.tools_html):
             html.value = ""
         self.frame_html.value = ""
@@ -1054,6 +1086,19 @@ class Stepper(widgets.VBox):
         self._frame_key = None
         self.edit_target.options = []
         self._render_controls()
+
+    def _empty_position(self) -> str:
+        """The position line before the first turn: what the run is doing meanwhile."""
+        session = self.session
+        if self.mode == "view":
+            return views.EMPTY_VIEW_POSITION
+        if session.pending:
+            return views.EMPTY_WAITING
+        if session.paused and session.paused_at == "tools":
+            return views.EMPTY_PAUSED_TOOLS
+        if self._busy:
+            return views.EMPTY_RUNNING
+        return views.EMPTY_POSITION
 
     def _render_turn(self, index: int) -> None:
         """Show turn `index`: the conversation, the inspector, the position line, the table."""
@@ -1080,13 +1125,14 @@ class Stepper(widgets.VBox):
             current=index,
             pending=self._branch_turns,
             window=_transcript.TRANSCRIPT_TURNS,
+            follow=True,
         )
-        lo, hi = views.frame_window(index, FRAME_ROWS)
-        if (lo, hi, len(turns)) != self._frame_key:
+        lo, hi = views.frame_window(index, FRAME_ROWS, len(turns))
+        if (lo, hi, len(turns), index) != self._frame_key:
             self.frame_html.value = views.frame_table_html(
                 turns, lo, hi, rows=FRAME_ROWS, current=index
             )
-            self._frame_key = (lo, hi, len(turns))
+            self._frame_key = (lo, hi, len(turns), index)
         self._render_inspector()
         self._fill_edit_targets(turn)
         self._render_controls()
@@ -1112,7 +1158,8 @@ class Stepper(widgets.VBox):
             self.tools_html.value = _transcript.tools_html(turn)
 
     def _fill_edit_targets(self, turn: Turn) -> None:
-        options: list[tuple[str, str]] = [("the reply", "reply")]
+        reply = "the reply (text and tool calls)" if turn.tool_calls else "the reply"
+        options: list[tuple[str, str]] = [(reply, "reply")]
         options += [(f"result of {c.name} ({c.id})", c.id) for c in turn.tool_calls]
         if list(self.edit_target.options) != options:
             self.edit_target.options = options
@@ -1125,10 +1172,22 @@ class Stepper(widgets.VBox):
             return
         turn, target = turns[self.position], self.edit_target.value
         if target == "reply":
-            self.edit_text.value = turn.info.response
+            self.edit_text.value = views.reply_text(turn)
         else:
             call = next((c for c in turn.tool_calls if c.id == target), None)
             self.edit_text.value = (call.result or call.error or "") if call is not None else ""
+        self._note_edit()
+
+    def _note_edit(self) -> None:
+        """Say under the edit box what "Edit this turn and continue" will do with its text."""
+        turns = self._all_turns()
+        if not 0 <= self.position < len(turns):
+            self.edit_note.value = ""
+            return
+        turn = turns[self.position]
+        self.edit_note.value = views.edit_note_html(
+            turn, self.edit_target.value, self.edit_text.value
+        )
 
     def _render_gates(self) -> None:
         """One card per call held at a gate; cards of decided calls go."""
@@ -1201,6 +1260,23 @@ class Stepper(widgets.VBox):
 
 async def _nothing() -> None:
     """An action with nothing to do (a fork from turn 0 has no turn to reuse)."""
+
+
+def _edited_reply(text: str) -> Any:
+    """The reply an edit of "the reply" makes: its text, or, in the JSON form the edit box
+    shows a tool-calling turn in, a reply with those calls (as `reply.calls` makes it).
+
+    Raises:
+        ValueError: The JSON form is malformed (`views.parsed_reply` says how).
+    """
+    parsed = views.parsed_reply(text)
+    if parsed is None:
+        return text
+    said, calls = parsed
+    if not calls:
+        return said
+    made = [ToolCall(id="", name=name, arguments=args, source="native") for name, args in calls]
+    return Reply(text=said, tool_calls=made, finish_reason="tool_use")
 
 
 def _status(session: Session | RunView) -> str:

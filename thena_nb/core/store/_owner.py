@@ -19,14 +19,17 @@ from thena_nb.core.errors import StoreError
 
 __all__ = [
     "ABANDONED",
+    "ENDED",
     "LEASE_S",
     "RunInUse",
     "hold",
     "holds",
     "keep_ended",
+    "keep_stored",
     "new_owner",
     "owner_alive",
     "owner_label",
+    "refuses",
     "release",
     "shown_status",
 ]
@@ -50,15 +53,26 @@ class RunInUse(StoreError):
         status: The run's stored status (`"running"` while another writer holds it).
     """
 
-    def __init__(self, run_id: str, owner: str, where: str, status: str = "running") -> None:
-        if status == "running":
-            said = f"is being run right now by {owner_label(owner)} in {where}"
+    def __init__(
+        self, run_id: str, owner: str, where: str, status: str = "running", *, stored: bool = False
+    ) -> None:
+        if stored:
+            message = (
+                f"run {run_id!r} is stored already in {where} ({status}); a run started with "
+                f"`run_id=` does not replace a stored run: give it another run_id, load the "
+                f"stored one (`Run.load`), finish it (`wf.resume`), or pass `overwrite=True` "
+                f"to replace it"
+            )
         else:
-            said = f"was made meanwhile by {owner_label(owner)} in {where} ({status})"
-        super().__init__(
-            f"run {run_id!r} {said}; wait for it to end (then load or resume it), or give "
-            "this run another run_id"
-        )
+            if status == "running":
+                said = f"is being run right now by {owner_label(owner)} in {where}"
+            else:
+                said = f"was made meanwhile by {owner_label(owner)} in {where} ({status})"
+            message = (
+                f"run {run_id!r} {said}; wait for it to end (then load or resume it), or give "
+                "this run another run_id"
+            )
+        super().__init__(message)
         self.run_id = run_id
         self.owner = owner
         self.status = status
@@ -68,6 +82,28 @@ keep_ended: ContextVar[frozenset[str]] = ContextVar("keep_ended", default=frozen
 """Stored statuses a claim made in this context does not overwrite (`RunInUse` instead):
 an experiment sets the statuses it reuses, so a run another process finished between its
 look-up and its claim is reused, not made twice."""
+
+
+keep_stored: ContextVar[bool] = ContextVar("keep_stored", default=False)
+"""Whether a claim made in this context refuses any run the store has ended already
+(`RunInUse` with `stored=True`): `wf.run(..., run_id=...)` sets it unless `overwrite=True`,
+so that a run id given again never replaces a stored run silently."""
+
+ENDED = frozenset({"finished", "failed", "stopped", "budget", "waiting"})
+"""The stored statuses of runs that ended (a row left `"running"` by a process that is gone,
+`ABANDONED`, is not one: its id may be run again)."""
+
+
+def refuses(status: str | None) -> tuple[bool, bool]:
+    """Whether a claim in this context refuses a stored run of `status`, and whether it
+    does so because the run is stored already (`keep_stored`) rather than made meanwhile."""
+    if status is None:
+        return False, False
+    if status in keep_ended.get():
+        return True, False
+    if keep_stored.get() and status in ENDED:
+        return True, True
+    return False, False
 
 
 def new_owner() -> str:

@@ -92,6 +92,16 @@ SCHEMA = (
         messages TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)
     )""",
+    # What an experiment's variant depended on when its runs were made (its fingerprint's
+    # parts, and which of them are state), by variant; read to decide reuse.
+    """CREATE TABLE IF NOT EXISTS {db}thena_fingerprints (
+        key TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        format INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        written_at REAL NOT NULL,
+        PRIMARY KEY (key, digest)
+    )""",
 )
 
 ADDED_COLUMNS = (
@@ -313,4 +323,5 @@ _TABLES = (
     "thena_request_parts",
     "thena_deleted_numbers",
     "thena_branch_turns",
+    "thena_fingerprints",
 )

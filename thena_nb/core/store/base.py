@@ -20,8 +20,11 @@ is rebuilt from the turns' step paths.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
@@ -30,6 +33,7 @@ from thena_nb.core import _portals
 from thena_nb.core.gates import pending_from_json, proposed_call
 from thena_nb.core.report import ReportNode, ReportNodeKind
 from thena_nb.core.run import Run
+from thena_nb.core.store._owner import keep_stored
 from thena_nb.core.types import Message, ToolCall, Turn, Usage
 
 __all__ = [
@@ -37,8 +41,10 @@ __all__ = [
     "RunRecorder",
     "RunStore",
     "TurnRecord",
+    "keep_stored",
     "missing_run",
     "open_turns_of",
+    "paused_collector",
     "rebuild_run",
     "records_of",
     "report_from_turns",
@@ -326,3 +332,36 @@ def resolve_store(store: _R | Literal[False] | None) -> _R | RunStore | None:
     if store is False:
         return None
     return store if store is not None else _portals.default_store()
+
+
+_pause_lock = threading.Lock()
+_pauses = 0
+_resume = False
+"""Whether the collector was on when the first of the pauses under way began."""
+
+
+@contextlib.contextmanager
+def paused_collector() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a stored run is decoded.
+
+    A large run is a few hundred thousand new objects (records, their dicts and lists),
+    none of them garbage; made with the collector on, they set off several full
+    collections of the whole heap along the way, which cost more than decoding them
+    (a 10,000-turn run: about half a second of a second's load). Paused, the collector
+    sees them once, at its next collection. Pauses may overlap (loads on several threads):
+    the collector is turned back on when the last one ends, and only if it was on when the
+    first began.
+    """
+    global _pauses, _resume
+    with _pause_lock:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from thena_nb.core.errors import StoreError
+from thena_nb.core.store import _absent
 from thena_nb.core.store.base import RunStore
 from thena_nb.core.store.sqlite import SqliteRunStore
 
@@ -65,6 +66,7 @@ def default_store() -> RunStore | None:
         return last[2]
     path = default_store_path()
     if path is None:
+        _absent.why[0] = f"{ENV_VAR} is {env.get(ENV_VAR, '')!r}"
         return None
     key = (os.getpid(), os.path.abspath(path))  # a forked child opens its own connection
     with _defaults_lock:
@@ -74,6 +76,8 @@ def default_store() -> RunStore | None:
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 store = SqliteRunStore(path)
             except (OSError, StoreError) as exc:
+                # Said again by every later "no store" error, which must not call it off.
+                _absent.why[0] = f"the default store {str(path)!r} could not be opened ({exc})"
                 warnings.warn(
                     f"thena_nb: runs are not being stored: cannot open {str(path)!r} ({exc}). "
                     f"Set {ENV_VAR} to a writable file, or to 'off'.",

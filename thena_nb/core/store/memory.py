@@ -44,6 +44,7 @@ class MemoryRunStore:
         self._records: dict[str, dict[int, TurnRecord]] = {}
         self._parts: dict[str, dict[str, Any]] = {}
         self._branch: dict[str, list[TurnRecord]] = {}
+        self._fingerprints: dict[str, dict[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._owner = _owner.new_owner()
         self._refused: set[str] = set()
@@ -63,9 +64,13 @@ class MemoryRunStore:
                 raise _owner.RunInUse(run.run_id, self._owner, repr(self))
             self._refused.add(run.run_id)  # until the claim is made
             old = self._headers.get(run.run_id)
-            if old is not None and old["status"] in _owner.keep_ended.get():
+            refused, stored = _owner.refuses(old["status"] if old is not None else None)
+            if refused:
+                assert old is not None
                 _owner.release(self._owner, run.run_id)
-                raise _owner.RunInUse(run.run_id, self._owner, repr(self), old["status"])
+                raise _owner.RunInUse(
+                    run.run_id, self._owner, repr(self), old["status"], stored=stored
+                )
             self._refused.discard(run.run_id)
             header = run.header()
             if old is not None:
@@ -191,6 +196,20 @@ class MemoryRunStore:
             self._records.pop(run_id, None)
             self._parts.pop(run_id, None)
             self._branch.pop(run_id, None)
+
+    def fingerprints(self, key: str) -> list[dict[str, Any]]:
+        """The fingerprint records an experiment kept for `key` (a workflow's variant),
+        newest first (see `thena_nb.experiments`)."""
+        with self._lock:
+            return [copy.deepcopy(r) for r in reversed(self._fingerprints.get(key, {}).values())]
+
+    def keep_fingerprint(self, key: str, record: dict[str, Any]) -> None:
+        """Keep an experiment's fingerprint record for `key`, in place of the one with the
+        same `record["digest"]`."""
+        with self._lock:
+            kept = self._fingerprints.setdefault(key, {})
+            kept.pop(record["digest"], None)  # the newest last
+            kept[record["digest"]] = copy.deepcopy(record)
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._headers)})"

@@ -47,6 +47,7 @@ from thena_nb.core.store.base import (
     TurnRecord,
     missing_run,
     open_turns_of,
+    paused_collector,
     rebuild_run,
     request_parts_of,
     summary_of,
@@ -307,7 +308,8 @@ class SqliteRunStore:
             done = row[_HEADER_COLUMNS.index("status")] == "finished"  # every block merged
             branch = [] if done else conn.execute(_SELECT_BRANCH, (run_id,)).fetchall()
         try:
-            return self._rebuild(run_id, row, rows, parts, branch)
+            with paused_collector():  # (its records are no garbage: `paused_collector`)
+                return self._rebuild(run_id, row, rows, parts, branch)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise StoreError(_corrupt(self, run_id, exc)) from exc
 
@@ -399,6 +401,24 @@ class SqliteRunStore:
             conn.execute("DELETE FROM thena_runs WHERE run_id = ?", (run_id,))
             self._parts_written.pop(run_id, None)
 
+    def fingerprints(self, key: str) -> list[dict[str, Any]]:
+        """The fingerprint records an experiment kept for `key` (a workflow's variant),
+        newest first (see `thena_nb.experiments`)."""
+        with self._reading("read fingerprints") as conn:
+            rows = conn.execute(_FINGERPRINTS, (key,)).fetchall()
+        out = []
+        for (text,) in rows:
+            with contextlib.suppress(ValueError):  # unreadable: as if never kept
+                out.append(json.loads(text))
+        return out
+
+    def keep_fingerprint(self, key: str, record: dict[str, Any]) -> None:
+        """Keep an experiment's fingerprint record for `key`, in place of the one with the
+        same `record["digest"]`."""
+        values = (key, record["digest"], record.get("format", 1), json.dumps(record), time.time())
+        with self._writing("keep a fingerprint") as conn:
+            conn.execute(_KEEP_FINGERPRINT, values)
+
     # -- writing (on the calling thread, under the lock) ----------------------------------
 
     def _claim(self, conn: sqlite3.Connection, header: dict[str, Any]) -> bool:
@@ -414,9 +434,10 @@ class SqliteRunStore:
             if taken and _owner.owner_alive(owner, lease, time.time()):
                 self._refused.add(run_id)
                 raise _owner.RunInUse(run_id, owner, repr(self))
-            if status in _owner.keep_ended.get():
+            refused, stored = _owner.refuses(status)
+            if refused:
                 self._refused.add(run_id)
-                raise _owner.RunInUse(run_id, owner or "?", repr(self), status)
+                raise _owner.RunInUse(run_id, owner or "?", repr(self), status, stored=stored)
         if not _owner.hold(self._owner, run_id):
             self._refused.add(run_id)
             raise _owner.RunInUse(run_id, self._owner, repr(self))
@@ -697,6 +718,11 @@ _INSERT_TURN = (
     "output_tokens, turn, state, messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT_NUMBER = "SELECT run_no FROM thena_runs WHERE run_id = ?"
+_FINGERPRINTS = "SELECT record FROM thena_fingerprints WHERE key = ? ORDER BY written_at DESC"
+_KEEP_FINGERPRINT = (
+    "INSERT OR REPLACE INTO thena_fingerprints (key, digest, format, record, written_at) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
 _RUN_TURNS = f"t.turn_key >= r.run_no << {TURN_BITS} AND t.turn_key < (r.run_no + 1) << {TURN_BITS}"
 """The turns of run `r` (a range of the turn table's rowid)."""
 _INSERT_BRANCH_TURN = (
