@@ -127,7 +127,7 @@ def moved(request: SentRequest, start: int, by: int) -> SentRequest:
     return request._replace(moved=(*request.moved, (start, by)))
 
 
-def _moved_spans(request: SentRequest) -> list[HistorySpan | Message]:
+def moved_spans(request: SentRequest) -> list[HistorySpan | Message]:
     parts: list[HistorySpan | Message] = list(request.messages)
     for start, by in request.moved:
         out: list[HistorySpan | Message] = []
@@ -147,7 +147,7 @@ def _moved_spans(request: SentRequest) -> list[HistorySpan | Message]:
 def resolve(request: SentRequest, history: Sequence[Message]) -> list[Message]:
     """The messages `request` stands for, from the run's `history`."""
     out: list[Message] = []
-    for part in _moved_spans(request):
+    for part in moved_spans(request):
         if isinstance(part, Message):
             out.append(part)
             continue

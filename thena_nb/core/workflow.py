@@ -384,6 +384,7 @@ class Workflow:
         repeats: int = 1,
         run_timeout: float | None = None,
         keep_runs: bool | None = None,
+        reuse: bool = True,
     ) -> _portals.Experiment:
         """Run every case under every variant, score the runs, and collect them in an
         `Experiment`.
@@ -405,6 +406,8 @@ class Workflow:
             run_timeout: Seconds a run may take; one still going then is a `failed` row.
             keep_runs: Keep the runs in memory; by default only without a store (with one,
                 `exp.runs` loads them from it and the experiment keeps a summary per run).
+            reuse: `False` runs every run again instead of taking the stored one
+                (`exp.frame()`'s `reused` and `changed` say why a run ran).
 
         Example:
             >>> from thena_nb import Agent, Case, Workflow
@@ -417,19 +420,10 @@ class Workflow:
             ([True, True], 1.0)
         """
         return _portals.run_experiment(
-            self,
-            inputs,
-            variants=variants,
-            concurrency=concurrency,
-            backend=backend,
-            store=store,
-            progress=progress,
-            ray_address=ray_address,
-            scorers=scorers,
-            repeats=repeats,
-            run_timeout=run_timeout,
-            keep_runs=keep_runs,
-        )
+            self, inputs, variants=variants, concurrency=concurrency, backend=backend,
+            store=store, progress=progress, ray_address=ray_address, scorers=scorers,
+            repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs, reuse=reuse,
+        )  # fmt: skip
 
     def stepper(self, input: str, *, state: Any = None) -> _portals.Stepper:
         """A `Stepper` widget over a new session of this workflow (needs ipywidgets)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from thena_nb.core._aio import run_sync
@@ -57,9 +57,8 @@ def run_experiment(
         variants: Variant name to changes dict (see `grid`); `None` runs the workflow as it
             is, as the variant `"base"`.
         concurrency: At most this many runs at a time.
-        backend: `"local"` (asyncio here) or `"ray"` (`pip install thena_nb[ray]`): Ray
-            workers, one per free CPU, each running its share of the runs at once; one
-            that dies fails only its runs in flight (their error says so) and is replaced.
+        backend: `"local"` (asyncio here) or `"ray"` (`thena_nb[ray]`): a Ray worker per
+            free CPU; one that dies fails its runs in flight (they say so) and is replaced.
         store: Where every run is written: a store, `None` (the default store) or `False`.
         progress: Show a progress bar (terminal or notebook widget).
         ray_address: The Ray cluster to join if Ray is not initialised (`None`: start one).
@@ -73,16 +72,14 @@ def run_experiment(
         keep_runs: Keep every run in memory. `None` keeps them only without a store; with
             one, the experiment keeps a summary per run and `exp.runs` loads the runs.
         reuse: Take runs the store finished instead of running them again (see
-            `thena_nb.experiments` for when a stored run is taken). `False` runs every run
-            again and stores it in place of the old one, which later experiments reuse.
+            `thena_nb.experiments`); `False` runs every run again, in place of the old.
 
     Raises:
         TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats`,
             `run_timeout` or `scorers` (before any run starts); with `backend="ray"`, a
             model or tool that cannot be sent to the workers (the message names it).
         KeyboardInterrupt: The experiment was interrupted; `exc.experiment` holds the runs
-            that finished (stored too: running again reuses them). Any other exception
-            that ends the experiment early carries `exc.experiment` too.
+            that finished (stored: running again reuses them), as any exception does.
     """
     options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
                    progress=progress, ray_address=ray_address, scorers=scorers,
@@ -198,11 +195,7 @@ async def _execute(
 
     ended = False
     try:
-        jobs = retarget(plan.workflow.name, plan.jobs, await reusing.prepare())
-        if reuse:
-            todo = await reuse_finished(jobs, runs_store, lambda j, r: keep(j, r, True))
-        else:
-            todo = await asyncio.to_thread(_forget_stored, runs_store, jobs)
+        todo = await _to_run(plan, reusing, runs_store, lambda j, r: keep(j, r, True))
         why.update(await asyncio.to_thread(_reasons, reusing, plan.workflow.name, todo))
         exp.reused = len(plan.jobs) - len(todo)
         if plan.backend == "ray":
@@ -229,6 +222,17 @@ async def _execute(
         exp.wall_s = time.perf_counter() - started
         bar.close()
     return exp
+
+
+async def _to_run(
+    plan: Plan, reusing: Reuse, store: Any, reused: Callable[[Job, Run], None]
+) -> list[Job]:
+    """The jobs to run: those whose stored run is not reused (`reused` is told each one
+    that is), or, without reuse, every job, its stored run forgotten."""
+    jobs = retarget(plan.workflow.name, plan.jobs, await reusing.prepare())
+    if reusing.enabled:
+        return await reuse_finished(jobs, store, reused)
+    return await asyncio.to_thread(_forget_stored, store, jobs)
 
 
 def _forget_stored(store: Any, jobs: list[Job]) -> list[Job]:

@@ -38,7 +38,7 @@ INSPECTOR_TABS = ("Reply", "What the model saw", "Reasoning", "Tools")
 TRANSCRIPT_TURNS = 40
 """Turns the Stepper's transcript shows around the current one (a page shows them all)."""
 _SHORT = 80
-_PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
+PRE_STYLE = "white-space:pre-wrap;word-break:break-word;margin:2px 0"
 esc = _html.escape
 
 
@@ -66,9 +66,9 @@ def _call_entry(call: ToolCall) -> str:
     head = f"<code>{esc(call.name)}</code>({esc(_short(_json(call.arguments), 200))})"
     out = [f'<div class="thena-call">→ {head} {badges_html(call)}']
     if call.error is not None:
-        out.append(f'<div class="thena-bad-text">{_html.long_text(call.error, _PRE)}</div>')
+        out.append(f'<div class="thena-bad-text">{_html.long_text(call.error, PRE_STYLE)}</div>')
     elif call.result is not None:
-        out.append(_html.long_text(call.result, _PRE))
+        out.append(_html.long_text(call.result, PRE_STYLE))
     out.append("</div>")
     return "".join(out)
 
@@ -83,7 +83,7 @@ def _turn_entry(turn: Turn, *, current: bool, pending: bool = False) -> str:
         where.append(_badge("b-replayed", "replayed"))
     classes = "thena-entry turn" + (" current" if current else "") + (" pending" if pending else "")
     text = turn.info.response
-    body = _html.long_text(text, _PRE) if text else "<i>(no text)</i>"
+    body = _html.long_text(text, PRE_STYLE) if text else "<i>(no text)</i>"
     calls = "".join(_call_entry(c) for c in turn.tool_calls)
     note = ' <i class="thena-muted">(joins the run when the block ends)</i>' if pending else ""
     return (
@@ -135,7 +135,7 @@ def transcript_html(
     if lo == 0:
         parts.append(
             f'<div class="thena-entry user"><span class="who">user</span>'
-            f"{_html.long_text(run.input, _PRE)}</div>"
+            f"{_html.long_text(run.input, PRE_STYLE)}</div>"
         )
     else:
         parts.append(f'<div class="thena-muted">… {lo} earlier turns</div>')
@@ -147,7 +147,7 @@ def transcript_html(
         agent, text = live
         parts.append(
             f'<div class="thena-entry live"><span class="who">{esc(agent)}</span> is '
-            f"answering…{_html.long_text(text, _PRE) if text else ''}</div>"
+            f"answering…{_html.long_text(text, PRE_STYLE) if text else ''}</div>"
         )
     parts.append("</div></div>" if follow else "</div>")
     return "".join(parts)
@@ -186,7 +186,7 @@ def _message_html(m: Message) -> str:
     calls = "".join(
         f"<div>→ <code>{esc(c.name)}</code> {esc(_json(c.arguments))}</div>" for c in m.tool_calls
     )
-    body = _html.long_text(m.content, _PRE) if m.content else "<i>(no text)</i>"
+    body = _html.long_text(m.content, PRE_STYLE) if m.content else "<i>(no text)</i>"
     return f'<div class="thena-entry msg-{esc(m.role)}"><b>{esc(who)}</b> {body}{calls}</div>'
 
 
@@ -197,10 +197,10 @@ def saw_html(run: Run, turn: Turn, *, model: Any = None) -> str:
         request = run.request_of(turn)
     except (ValueError, TypeError) as exc:
         return f"<i>{esc(_unsent(turn, exc))}</i>"
-    system = _html.long_text(request.system, _PRE) if request.system else "<i>(none)</i>"
+    system = _html.long_text(request.system, PRE_STYLE) if request.system else "<i>(none)</i>"
     specs = "".join(
         f"<details><summary><code>{esc(s.name)}</code> {esc(_short(s.description, 120))}"
-        f"</summary>{_html.long_text(json.dumps(s.parameters, indent=2), _PRE)}</details>"
+        f"</summary>{_html.long_text(json.dumps(s.parameters, indent=2), PRE_STYLE)}</details>"
         for s in request.tools
     )
     messages = "".join(_message_html(m) for m in request.messages)
@@ -246,7 +246,7 @@ def _wire_html(run: Run, turn: Turn, model: Any) -> str:
         text = f"(the wire payload could not be rendered: {type(exc).__name__}: {exc})"
     return (
         f'<details class="thena-wire"><summary>wire payload (what the adapter sent)</summary>'
-        f"{_html.long_text(text, _PRE)}</details>"
+        f"{_html.long_text(text, PRE_STYLE)}</details>"
     )
 
 
@@ -255,7 +255,7 @@ def reasoning_html(turn: Turn) -> str:
     if not turn.reasoning:
         return "<i>(no reasoning recorded for this turn)</i>"
     tokens = f"<div>{esc(turn.reasoning_tokens)} reasoning tokens</div>"
-    return f"{_html.long_text(turn.reasoning, _PRE)}{tokens if turn.reasoning_tokens else ''}"
+    return f"{_html.long_text(turn.reasoning, PRE_STYLE)}{tokens if turn.reasoning_tokens else ''}"
 
 
 def tools_html(turn: Turn) -> str:
@@ -266,18 +266,18 @@ def tools_html(turn: Turn) -> str:
     for call in turn.tool_calls:
         parts = [f"<div class='thena-entry'><code>{esc(call.name)}</code> {badges_html(call)}"]
         parts.append(f"<div>id <code>{esc(call.id)}</code></div><h4>arguments</h4>")
-        parts.append(_html.long_text(json.dumps(call.arguments, indent=2, default=str), _PRE))
+        parts.append(_html.long_text(json.dumps(call.arguments, indent=2, default=str), PRE_STYLE))
         if call.original_arguments is not None:
             parts.append("<h4>arguments the model gave</h4>")
-            parts.append(_html.long_text(_json(call.original_arguments), _PRE))
+            parts.append(_html.long_text(_json(call.original_arguments), PRE_STYLE))
         if call.error is not None:
-            error = _html.long_text(call.error, _PRE)
+            error = _html.long_text(call.error, PRE_STYLE)
             parts.append(f"<h4>error</h4><div class='thena-bad-text'>{error}</div>")
         elif call.result is not None:
-            parts.append(f"<h4>result</h4>{_html.long_text(call.result, _PRE)}")
+            parts.append(f"<h4>result</h4>{_html.long_text(call.result, PRE_STYLE)}")
         if call.traceback:
             parts.append("<details class='thena-traceback'><summary>traceback</summary>")
-            parts.append(f"{_html.long_text(call.traceback, _PRE)}</details>")
+            parts.append(f"{_html.long_text(call.traceback, PRE_STYLE)}</details>")
         out.append("".join(parts) + "</div>")
     return "".join(out)
 
@@ -352,7 +352,7 @@ def _frame_row(turn: Turn, current: int | None) -> str:
     if len(text) > _SHORT:
         reply = (
             f"<details><summary>{esc(_short(text, _SHORT))}</summary>"
-            f"{_html.long_text(text, _PRE)}</details>"
+            f"{_html.long_text(text, PRE_STYLE)}</details>"
         )
     else:
         reply = esc(text)

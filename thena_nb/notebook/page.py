@@ -257,7 +257,7 @@ class _Requests:
         missing = [key for key in (request.system, request.tools) if key not in self.parts]
         if missing:
             return f"<i>{esc(_unsent(turn, f'the run has no request part {missing[0]!r}'))}</i>"
-        spans = [p for p in _sent._moved_spans(request) if isinstance(p, Message) or p[0] < p[1]]
+        spans = [p for p in _sent.moved_spans(request) if isinstance(p, Message) or p[0] < p[1]]
         if any(not isinstance(p, Message) and p[1] > len(self.history) for p in spans):
             return f"<i>{esc(_unsent(turn, 'it refers to messages past the run history'))}</i>"
         total = sum(1 if isinstance(p, Message) else p[1] - p[0] for p in spans)
@@ -425,7 +425,7 @@ def _lean(body: str) -> str:
     """`body` without the inline style the shared views give each `<pre>` (they are shown
     in notebook outputs too): the page's stylesheet sets it once (`.thena-page pre`). Model
     text cannot hold the replaced markup, as its `<` and `"` are escaped."""
-    return body.replace(f'<pre style="{_transcript._PRE}">', "<pre>")
+    return body.replace(f'<pre style="{_transcript.PRE_STYLE}">', "<pre>")
 
 
 def _header(run: Run) -> str:
