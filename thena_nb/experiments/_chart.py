@@ -9,6 +9,7 @@ is a dollar sign, not mathtext.
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import math
 from collections.abc import Sequence
@@ -124,8 +125,9 @@ def _chart_class() -> type[Figure]:
             return buffer.getvalue()
 
         def _repr_html_(self) -> str:
-            from thena_nb.notebook.charts import figure_svg_html
-
-            return figure_svg_html(self)
+            # The notebook layer's renderer (it needs matplotlib, loaded by now): looked up
+            # when a chart is shown, so that importing the experiments loads neither.
+            charts = importlib.import_module("thena_nb.notebook.charts")
+            return str(charts.figure_svg_html(self))
 
     return ScoreChart
