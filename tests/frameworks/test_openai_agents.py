@@ -5,7 +5,6 @@ completions server on 127.0.0.1. One turn per model call; replay, gates, handoff
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import openai
@@ -24,49 +23,14 @@ from agents import (
     Usage,
     WebSearchTool,
     function_tool,
-    set_tracing_disabled,
 )
+from agents_sdk_offline import Answer, _no_trace_export, call, text  # noqa: F401 (fixture)
 from chat_completions_server import ChatCompletionsServer, Completion
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from thena_nb import Decision, Workflow
 from thena_nb.core.foreign import ForeignAgent
 from thena_nb.frameworks.openai_agents import AgentsSDKStep
 from thena_nb.store import MemoryRunStore
-
-
-@pytest.fixture(autouse=True)
-def _no_trace_export() -> Iterator[None]:
-    set_tracing_disabled(True)
-    yield
-    set_tracing_disabled(False)
-
-
-def text(value: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id="msg_1",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=value, annotations=[])],
-    )
-
-
-def call(call_id: str, name: str, arguments: dict[str, Any]) -> ResponseFunctionToolCall:
-    return ResponseFunctionToolCall(
-        id=f"fc_{call_id}",
-        type="function_call",
-        call_id=call_id,
-        name=name,
-        arguments=json.dumps(arguments),
-    )
-
-
-Answer = Callable[[str | None, list[dict[str, Any]]], list[Any]]
 
 
 class Scripted(Model):

@@ -6,8 +6,6 @@ and streamed). No model, tool or SDK internal is mocked."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,48 +24,13 @@ from agents import (
     Usage,
     function_tool,
     handoff,
-    set_tracing_disabled,
 )
+from agents_sdk_offline import Answer, _no_trace_export, call, text  # noqa: F401 (fixture)
 from chat_completions_server import ChatCompletionsServer, Completion
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from thena_nb import Run, Workflow
 from thena_nb.frameworks.record import Recording, record
 from thena_nb.store import SqliteRunStore
-
-
-@pytest.fixture(autouse=True)
-def _no_trace_export() -> Iterator[None]:
-    set_tracing_disabled(True)
-    yield
-    set_tracing_disabled(False)
-
-
-def text(value: str) -> ResponseOutputMessage:
-    return ResponseOutputMessage(
-        id="msg_1",
-        type="message",
-        role="assistant",
-        status="completed",
-        content=[ResponseOutputText(type="output_text", text=value, annotations=[])],
-    )
-
-
-def call(call_id: str, name: str, arguments: dict[str, Any]) -> ResponseFunctionToolCall:
-    return ResponseFunctionToolCall(
-        id=f"fc_{call_id}",
-        type="function_call",
-        call_id=call_id,
-        name=name,
-        arguments=json.dumps(arguments),
-    )
-
-
-Answer = Callable[[str | None, list[dict[str, Any]]], list[Any]]
 
 
 class Scripted(Model):

@@ -7,12 +7,12 @@ tool or framework internal is mocked."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chat_completions_server import ChatCompletionsServer, Completion
+from smol_offline import QUIET, Answer, call, observation, said
 from smolagents import (
     ActionStep,
     ChatMessage,
@@ -29,42 +29,9 @@ from thena_nb import Run, Workflow
 from thena_nb.frameworks.record import record
 from thena_nb.store import SqliteRunStore
 
-QUIET = -1  # smolagents' `LogLevel.OFF`
-
-
-def said(message: Any) -> str:
-    """A smolagents message's text."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content or ())
-
-
-def call(call_id: str, name: str, **arguments: Any) -> ChatMessage:
-    """The model's answer: one native tool call."""
-    function = {"name": name, "arguments": arguments}
-    return ChatMessage(
-        role=MessageRole.ASSISTANT,
-        content=None,
-        tool_calls=[{"id": call_id, "type": "function", "function": function}],
-    )
-
-
-def observation(messages: list[Any]) -> str | None:
-    """What the agent read back last: an observation or an error, else `None`."""
-    last = said(messages[-1])
-    if last.startswith("Observation:\n"):
-        return last.removeprefix("Observation:\n")
-    if "Error:\n" in last:
-        return last.split("Error:\n", 1)[1].split("\nNow let's retry", 1)[0]
-    return None
-
 
 def task(messages: list[Any]) -> str:
     return said(messages[1]).removeprefix("New task:\n")
-
-
-Answer = Callable[[list[Any]], ChatMessage]
 
 
 class Offline(Model):
