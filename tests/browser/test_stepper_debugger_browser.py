@@ -104,7 +104,7 @@ STEP, RUN, PAUSE, CONTINUE = (
 
 
 def tab(page: Page, name: str) -> Locator:
-    return page.locator(".thena-inspector .lm-TabBar-tab", has_text=name)
+    return page.locator(".thena-tabs .thena-tab", has_text=name)
 
 
 def widget_shot(page: Page, name: str, *, docs: bool = False) -> None:
@@ -350,7 +350,7 @@ ERROR_TEXTS = {
 
 def low_contrast(page: Page) -> list[str]:
     """Every text of the Stepper's own views under 4.5:1 against what is behind it."""
-    seen = page.evaluate(TEXTS_JS, ".thena-stepper .widget-html-content")
+    seen = page.evaluate(TEXTS_JS, ".thena-stepper .thena-section")
     assert len(seen) > 20  # the check saw the views
     return [
         f"{t['name']}: {contrast(tuple(t['fg']), tuple(t['bg'])):.2f} {t['fg']} on {t['bg']}"
@@ -430,7 +430,7 @@ def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> Non
         round(box["y"] + box["height"] / 2)
         for box in (
             button(page, "Previous turn").bounding_box(),
-            row.locator(".widget-slider").bounding_box(),
+            row.locator(".thena-slider").bounding_box(),
             button(page, "Next turn").bounding_box(),
         )
         if box is not None

@@ -70,7 +70,7 @@ def test_view_a_stored_run_scrub_it_and_fork_it_live(page: Page, lab: Lab) -> No
     expect(page.locator(".thena-stepper-controls")).to_be_hidden()
     expect(position).to_contain_text("turn #0 (1st of 3)")
 
-    handle = page.locator(".thena-ui .noUi-handle")
+    handle = page.locator(".thena-ui input.thena-range")
     handle.focus()
     handle.press("End")  # scrub to the last turn with the keyboard
     expect(position).to_contain_text("turn #2 (3rd of 3)")

@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-import ipywidgets as widgets
+import anywidget
 import pytest
 from helpers import HeldModel, add, add_call, calc, fail_call
 
@@ -15,6 +15,7 @@ from thena_nb import Agent, ModelError, Workflow, loop, max_tool_calls, until_an
 from thena_nb.core.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.notebook import Stepper
+from thena_nb.notebook._widget_parts import Button
 from thena_nb.notebook.stepper import FRAME_ROWS
 
 pytestmark = pytest.mark.anyio
@@ -45,8 +46,11 @@ async def chart_svg(stepper: Stepper) -> str:
     return str(stepper.chart.value)
 
 
-async def click(button: widgets.Button, stepper: Stepper) -> Any:
-    button.click()
+async def click(button: Button, stepper: Stepper) -> Any:
+    """Press `button` as the front end does: a command naming it, to the widget."""
+    name = next(name for name, part in stepper.parts.items() if getattr(stepper, name) is button)
+    assert stepper.parts_fixed[name]["kind"] == "button"
+    stepper.command({"part": name, "do": "click"})
     assert stepper.task is not None
     return await stepper.task
 
@@ -54,8 +58,8 @@ async def click(button: widgets.Button, stepper: Stepper) -> Any:
 async def test_a_new_stepper_is_a_widget_that_has_run_nothing() -> None:
     wf, model = looped(["done"])
     stepper = wf.stepper("go")
-    assert isinstance(stepper, Stepper) and isinstance(stepper, widgets.VBox)
-    bundle = stepper._repr_mimebundle_()
+    assert isinstance(stepper, Stepper) and isinstance(stepper, anywidget.AnyWidget)
+    bundle, _ = stepper._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert (stepper.status, stepper.turn_count, stepper.position) == ("new", 0, -1)
     assert "no turns yet" in stepper.position_html.value
@@ -66,12 +70,13 @@ async def test_step_three_times_shows_each_turn_frame_and_chart() -> None:
     wf, model = looped([add_call(1, 2), add_call(3, 4), "the sum is 10"])
     stepper = wf.stepper("go")
     stepper.chart_delay = 0
-    assert stepper.chart.layout.display == "none"
+    assert stepper.chart.hidden and stepper.parts["chart"]["hidden"]
     turn = await click(stepper.step_button, stepper)
     assert turn.index == 0 and stepper.status == "paused"
     assert (stepper.turn_count, stepper.position) == (1, 0)
     first_chart = await chart_svg(stepper)
-    assert stepper.chart.layout.display is None
+    stepper.flush()
+    assert not stepper.chart.hidden and stepper.s_chart == first_chart
     assert first_chart.startswith(SVG)
 
     await click(stepper.step_button, stepper)
@@ -385,15 +390,17 @@ async def test_a_click_from_another_thread_runs_on_the_steppers_loop() -> None:
 
 
 async def test_stop_during_step_iteration_cancels_the_model_call_in_flight() -> None:
-    worker = Agent("Worker", model=ScriptedModel([ADD] * 3, delay=0.05), tools=[add])
-    checker = Agent("Checker", model=ScriptedModel(["again"] * 3, delay=0.05))
+    model = HeldModel([ADD] * 3, hold_at=1)  # the first call waits until it is cancelled
+    worker = Agent("Worker", model=model, tools=[add])
+    checker = Agent("Checker", model=ScriptedModel(["again"] * 3))
     wf = Workflow("w", [loop(steps=[worker, checker], until=until_text("stop"))])
     stepper = wf.stepper("go")
     task = stepper.step_iteration()
-    await asyncio.sleep(0.02)
+    await asyncio.wait_for(model.held.wait(), 10)
     stepper.stop_button.click()
-    await task
+    await asyncio.wait_for(task, 10)
     assert stepper.status == "stopped" and stepper.turn_count == 0
+    assert model.calls == 1
 
 
 async def test_a_model_error_shows_and_the_stepper_stays_usable() -> None:
@@ -547,11 +554,13 @@ async def test_state_traits_let_a_late_view_catch_up() -> None:
     stepper = wf.stepper("go")
     stepper.break_on_error = True
     await stepper.run()
+    stepper.flush()
     state = stepper.get_state()
     assert state["position"] == 0 and state["turn_count"] == 1
     assert state["status"] == "paused" and state["breakpoint_hit"] == 0
     assert state["break_on_error"] is True
-    assert stepper.turn_html.get_state()["value"] == stepper.turn_html.value
+    assert state["s_turn_html"] == stepper.turn_html.value and "failed" in state["s_turn_html"]
+    assert state["parts"]["break_error_box"]["value"] is True
 
 
 async def test_close_stops_listening() -> None:
@@ -560,7 +569,7 @@ async def test_close_stops_listening() -> None:
     session = stepper.session
     stepper.close()
     assert session.breakpoints == [] and session._control.subscribers == []
-    assert stepper.turn_html.comm is None and stepper.step_button.comm is None
+    assert stepper.comm is None
     await session.run()
     assert session.done
 
@@ -575,10 +584,10 @@ async def test_the_mime_bundle_carries_an_html_snapshot_of_what_the_stepper_show
     wf, _ = looped([add_call(1, 2), HOSTILE])
     stepper = wf.stepper("go")
     stepper.chart_delay = 0
-    assert "no turns yet" in stepper._repr_mimebundle_()["text/html"]
+    assert "no turns yet" in stepper._repr_mimebundle_()[0]["text/html"]
     await click(stepper.run_button, stepper)
     await chart_svg(stepper)
-    bundle = stepper._repr_mimebundle_()
+    bundle, _ = stepper._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     snapshot = bundle["text/html"]
     assert snapshot.startswith('<div class="thena-stepper-snapshot thena-ui">')

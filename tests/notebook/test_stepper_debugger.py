@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers import add, add_call, calc, fail_call
+from helpers import HeldModel, add, add_call, calc, fail_call
 
 from thena_nb import Agent, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.gates import Decision
@@ -99,17 +99,15 @@ async def test_the_header_names_the_input_and_every_open_loop_against_its_limits
 
 
 async def test_the_header_says_who_is_answering_while_the_model_call_runs() -> None:
-    model = ScriptedModel(["hello"], delay=0.2)
+    model = HeldModel(["hello"], hold_at=1)  # answers once the test releases it
     stepper = Workflow("w", [Agent("Planner", model=model)]).stepper("go")
     task = stepper.step()
-    for _ in range(100):
-        if stepper.live:
-            break
-        await asyncio.sleep(0.005)
+    await asyncio.wait_for(model.held.wait(), 10)
     assert stepper.live == "Planner is answering…" and stepper.status == "running"
     assert "<b>Planner</b> is answering…" in stepper.header.value
     assert "running" in stepper.header.value
-    await task
+    model.release.set()
+    await asyncio.wait_for(task, 10)
     assert stepper.live == "" and "is answering" not in stepper.header.value
     assert stepper.status == "finished" and "1 turn" in stepper.header.value
 
@@ -133,16 +131,13 @@ async def test_pause_then_continue_a_run() -> None:
 
 
 async def test_stop_says_stopping_until_the_call_in_flight_is_cancelled() -> None:
-    model = ScriptedModel(["slow"], delay=5)
+    model = HeldModel(["slow"], hold_at=1)  # the call waits until it is cancelled
     stepper = Workflow("w", [Agent("A", model=model)]).stepper("go")
     task = stepper.run()
-    for _ in range(100):
-        if model.requests:
-            break
-        await asyncio.sleep(0.005)
+    await asyncio.wait_for(model.held.wait(), 10)
     stepper.stop_button.click()
     assert stepper.status == "stopping" and "stopping…" in stepper.header.value
-    await asyncio.wait_for(task, 2)
+    await asyncio.wait_for(task, 10)
     assert stepper.status == "stopped" and "stopping" not in stepper.header.value
 
 
@@ -191,7 +186,9 @@ async def test_reject_with_a_reason_and_respond_instead_of_running() -> None:
     wf, _ = gated(calls, "Done.")
     stepper = wf.stepper("pay twice")
     await stepper.step()
-    assert len(stepper.gates.children) == 2
+    stepper.flush()
+    assert [card["id"] for card in stepper.gates] == [c.call.id for c in stepper.session.pending]
+    assert len(stepper.gates) == 2
     first, second = stepper.gate_cards.values()
     assert first.reject("too <much>")
     assert stepper.pending_count == 1 and stepper.task is not None and stepper.task.done()
@@ -201,7 +198,8 @@ async def test_reject_with_a_reason_and_respond_instead_of_running() -> None:
     assert [c.decision for c in turn.tool_calls] == ["reject", "respond"]
     assert "too <much>" in (turn.tool_calls[0].error or "")
     assert turn.tool_calls[1].result == "paid by hand"
-    assert stepper.gates.children == ()
+    stepper.flush()
+    assert stepper.gates == []
 
 
 async def test_decide_by_method_as_well() -> None:
@@ -230,10 +228,10 @@ async def test_edit_a_reply_and_continue_follows_the_fork_and_goes_back() -> Non
     assert [t.replayed for t in fork.turns] == [True, False]
     assert "Enough: &lt;it is 2&gt;." in stepper.transcript_html.value
     assert "a fork of run" in stepper.fork_html.value
-    assert stepper.parent_button.layout.display is None
-    stepper.parent_button.click()
+    assert not stepper.parent_button.hidden
+    stepper.command({"part": "parent_button", "do": "click"})
     assert stepper.session.result is parent and stepper.turn_count == 3
-    assert stepper.parent_button.layout.display == "none"
+    assert stepper.parent_button.hidden
 
 
 async def test_edit_a_tool_result_and_continue() -> None:
@@ -336,9 +334,9 @@ async def test_the_turn_table_has_few_aligned_columns() -> None:
 
 async def test_the_stepper_carries_the_stylesheet_with_theme_variables() -> None:
     stepper = Workflow("w", [calc(["x"])]).stepper("go")
-    assert "thena-ui" in stepper._dom_classes
-    assert "var(--jp-ui-font-color1" in stepper.style.value
-    assert "var(--jp-layout-color1" in stepper.style.value
+    assert "var(--jp-ui-font-color1" in stepper._css
+    assert "var(--jp-layout-color1" in stepper._css
+    assert 'root = el("div", "thena-ui thena-stepper")' in stepper._esm
 
 
 def test_a_run_page_has_every_turn_one_script_and_no_model_markup(tmp_path: Any) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import add, add_call, calc
+from helpers import HeldModel, add, add_call, calc
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
 from thena_nb.experiments._chart import score_chart
@@ -159,26 +159,19 @@ async def test_error_text_in_the_reply_and_tools_tabs_takes_the_theme_red() -> N
 # -- pause, the empty position line ----------------------------------------------------------
 
 
-async def wait_for(predicate: object, *, timeout: float = 2.0) -> None:
-    for _ in range(int(timeout / 0.005)):
-        if predicate():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the condition never held")
-
-
 async def test_pause_says_pausing_at_once_then_paused_before_tools() -> None:
-    model = ScriptedModel([add_call(), "done"], delay=0.3)
+    model = HeldModel([add_call(), "done"], hold_at=1)  # answers once the test releases it
     agent = Agent("Calc", model=model, tools=[add])
     stepper = Workflow("w", [loop(steps=[agent], until=until_answered)]).stepper("go")
     task = stepper.run()
-    await wait_for(lambda: model.requests)
+    await asyncio.wait_for(model.held.wait(), 10)
     assert stepper.position_html.value == views.EMPTY_RUNNING  # not "no turns yet"
     stepper.pause_button.click()
     assert stepper.status == "pausing" and stepper.pause_button.disabled
     assert "pausing…" in stepper.header.value
     assert "the model call in flight finishes" in stepper.header.value
-    await asyncio.wait_for(task, 3)
+    model.release.set()
+    await asyncio.wait_for(task, 10)
     assert stepper.status == "paused" and stepper.session.paused_at == "tools"
     assert "paused before tools — Continue runs them" in stepper.header.value
     assert "pausing" not in stepper.header.value
@@ -186,7 +179,7 @@ async def test_pause_says_pausing_at_once_then_paused_before_tools() -> None:
     assert not stepper.continue_button.disabled
     stepper.continue_button.click()
     assert stepper.task is not None
-    await asyncio.wait_for(stepper.task, 3)
+    await asyncio.wait_for(stepper.task, 10)
     assert stepper.status == "finished" and stepper.turn_count == 2
     assert stepper.session.result.turns[0].tool_calls[0].result == "2"
 
@@ -375,7 +368,9 @@ async def test_what_the_model_saw_puts_a_space_before_no_text() -> None:
 
 def test_the_scrub_row_does_not_wrap() -> None:
     stepper = Workflow("w", [calc(["x"])]).stepper("go")
-    scrub = next(c for c in stepper.children if "thena-scrub" in c._dom_classes)
-    assert scrub.layout.flex_flow == "row nowrap"
-    assert stepper.slider.layout.flex == "1 1 auto" and stepper.slider.layout.min_width == "0"
-    assert ".thena-ui .thena-scrub .widget-slider { flex: 1 1 auto;" in _theme.STYLE
+    assert '["row", null, "thena-scrub", ["back_button", "slider", "forward_button"]]' in (
+        stepper._esm
+    )
+    assert ".thena-stepper .thena-scrub { flex-wrap: nowrap;" in stepper._css
+    assert ".thena-stepper .thena-range { flex: 1 1 auto; min-width: 60px;" in stepper._css
+    assert stepper.parts_fixed["slider"]["kind"] == "slider"

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import ipywidgets as widgets
 import pytest
 from helpers import add, add_call
 
@@ -19,6 +18,7 @@ from thena_nb.models import ScriptedModel
 from thena_nb.notebook import Stepper
 from thena_nb.notebook._stepper_run import RunView, stepper
 from thena_nb.notebook._stepper_views import FORK_NEEDS_WORKFLOW
+from thena_nb.notebook._widget_parts import Part
 from thena_nb.store import SqliteRunStore
 
 pytestmark = pytest.mark.anyio
@@ -65,8 +65,8 @@ def all_html(s: Stepper) -> str:
     return "".join(parts)
 
 
-def hidden(widget: widgets.Widget) -> bool:
-    return bool(widget.layout.display == "none")
+def hidden(part: Part) -> bool:
+    return part.hidden
 
 
 async def test_a_stored_run_opens_in_view_mode_and_scrubs_to_its_last_turn(
@@ -81,7 +81,8 @@ async def test_a_stored_run_opens_in_view_mode_and_scrubs_to_its_last_turn(
     assert (s.mode, s.status, s.turn_count, s.position) == ("view", "finished", 3, 0)
     assert s.run_id == run.run_id
     assert "viewing a finished run (3 turns)" in s.view_html.value
-    assert all(hidden(w) for w in (s.controls, s.breaks, s.gates)) and not hidden(s.view_bar)
+    assert all(hidden(w) for w in (s.controls, s.breaks)) and not hidden(s.view_bar)
+    assert s.gates == []
 
     s.slider.value = 2  # scrub, as dragging the slider does
     assert s.position == 2

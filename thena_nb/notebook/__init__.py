@@ -7,7 +7,8 @@ runs, `Stepper` when a stepper opens).
 | module | holds |
 | --- | --- |
 | `magics` | `%%thena_workflow`, `%thena_run`, `%thena_step` and their cell parsing |
-| `stepper` | the `Stepper` widget: its controls, traits and public methods |
+| `stepper` | the `Stepper` widget (one anywidget): its controls, traits and public methods |
+| `_widget_parts` | the parts the Stepper's front end draws (`static/stepper.js`) |
 | `_stepper_views` | what the Stepper shows, as functions of plain data |
 | `_transcript` | the conversation, the turn inspector's tabs, the turn table (Stepper and page) |
 | `_svg_chart` | the failure chart as inline SVG, themed by CSS |

@@ -1,4 +1,4 @@
-"""The Stepper's gate cards and its edit-and-continue fork: widgets and sessions it makes.
+"""The Stepper's gate cards and its edit-and-continue fork: the cards and the sessions.
 
 `GateCard` is one pending tool call with Approve, Edit (a JSON editor checked against the
 tool's schema, the error shown inline), Reject (with a reason) and Respond (a result instead
@@ -13,13 +13,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-import ipywidgets as widgets
-
 from thena_nb.core import _fork, _html
 from thena_nb.core.gates import Decision, GateError, PendingCall
 from thena_nb.core.run import Run
 from thena_nb.core.session import Session
 from thena_nb.core.steps import walk
+from thena_nb.notebook._widget_parts import Button, Html, Text
 
 if TYPE_CHECKING:
     from thena_nb.core.store.base import RunStore
@@ -110,14 +109,19 @@ def tool_schema(workflow: Any, pending: PendingCall) -> dict[str, Any] | None:
     return None
 
 
-class GateCard(widgets.VBox):
+class GateCard:
     """One pending call: what the model asked and the four decisions, each a button.
+
+    Its parts (`head`, `editor`, `reason`, `result`, `error` and the four buttons) are the
+    Stepper's `_widget_parts`; the Stepper's front end draws the card from `state()` and
+    sends its decisions to `command`.
 
     Args:
         pending: The held call.
         schema: Its tool's JSON schema (shown, and what an edit must fit).
         decide: Called with `(call_id, Decision)`; raises `GateError` for an edit that does
             not fit the schema (shown inline, the call stays pending).
+        on_change: Called when anything the card shows changed.
     """
 
     def __init__(
@@ -125,6 +129,7 @@ class GateCard(widgets.VBox):
         pending: PendingCall,
         schema: Mapping[str, Any] | None,
         decide: Callable[[str, Decision], None],
+        on_change: Callable[..., Any] | None = None,
     ) -> None:
         self.pending = pending
         self.schema = schema
@@ -132,35 +137,58 @@ class GateCard(widgets.VBox):
         self._decide = decide
         call = pending.call
         arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False, default=str)
-        self.head = widgets.HTML(_head_html(pending, schema))
-        self.editor = widgets.Textarea(value=arguments, rows=4, layout={"width": "100%"})
-        self.reason = widgets.Text(placeholder="reason for rejecting", layout={"width": "auto"})
-        self.result = widgets.Text(placeholder="result instead of running the tool")
-        self.error = widgets.HTML()
+        self.head = Html(value=_head_html(pending, schema))
+        self.editor = Text(value=arguments, rows=4)
+        self.reason = Text(placeholder="reason for rejecting")
+        self.result = Text(placeholder="result instead of running the tool")
+        self.error = Html()
         self.decided: Decision | None = None
         """The decision taken, once one was accepted."""
-        buttons = []
-        for label, tip, action in (
-            ("Approve", "Run the call as the model made it", self.approve),
-            ("Edit", "Run the call with the arguments in the editor", self.edit),
-            ("Reject", "Do not run it; the model is told the reason", self.reject),
-            ("Respond", "Do not run it; the model gets the result typed here", self.respond),
+        self.approve_button = Button(description="Approve")
+        self.edit_button = Button(description="Edit")
+        self.reject_button = Button(description="Reject")
+        self.respond_button = Button(description="Respond")
+        for button, action in (
+            (self.approve_button, self.approve),
+            (self.edit_button, self.edit),
+            (self.reject_button, self.reject),
+            (self.respond_button, self.respond),
         ):
-            b = widgets.Button(description=label, tooltip=tip, layout={"width": "auto"})
-            b.on_click(lambda _, action=action: action())
-            buttons.append(b)
-        self.approve_button, self.edit_button, self.reject_button, self.respond_button = buttons
-        flow = {"flex_flow": "row wrap"}
-        rows = [
-            self.head,
-            self.editor,
-            widgets.HBox([self.approve_button, self.edit_button], layout=flow),
-            widgets.HBox([self.reason, self.reject_button], layout=flow),
-            widgets.HBox([self.result, self.respond_button], layout=flow),
-            self.error,
-        ]
-        super().__init__(children=rows)
-        self.add_class("thena-gate")
+            button.on_click(lambda _, action=action: action())
+        if on_change is not None:
+            for part in (self.editor, self.reason, self.result, self.error, self.approve_button):
+                part.observe(on_change)
+
+    def state(self) -> dict[str, Any]:
+        """What the front end draws: the call's id, the head, the boxes' texts, the error,
+        and whether it was decided (its buttons are then off)."""
+        return {
+            "id": self.pending.call.id,
+            "head": self.head.value,
+            "editor": self.editor.value,
+            "reason": self.reason.value,
+            "result": self.result.value,
+            "error": self.error.value,
+            "decided": self.decided is not None,
+        }
+
+    def command(self, message: Mapping[str, Any]) -> bool:
+        """Take a decision as the front end sends it: `do` names the button, `editor`,
+        `reason` and `result` are the boxes' texts. Returns whether it was taken."""
+        for name in ("editor", "reason", "result"):
+            text = message.get(name)
+            if isinstance(text, str):
+                getattr(self, name).value = text
+        button = {
+            "approve": self.approve_button,
+            "edit": self.edit_button,
+            "reject": self.reject_button,
+            "respond": self.respond_button,
+        }.get(str(message.get("do")))
+        if button is None or button.disabled:
+            return False
+        button.click()
+        return self.decided is not None
 
     def approve(self) -> bool:
         """Approve the call; returns whether the decision was taken."""
@@ -208,10 +236,8 @@ class GateCard(widgets.VBox):
             return self._fail(_without_schema(str(exc)))
         self.decided = decision
         self.error.value = ""
-        for child in self.children:
-            for b in getattr(child, "children", ()):
-                if isinstance(b, widgets.Button):
-                    b.disabled = True
+        for b in (self.approve_button, self.edit_button, self.reject_button, self.respond_button):
+            b.disabled = True
         return True
 
     def _fail(self, text: str) -> bool:

@@ -18,9 +18,11 @@ __all__ = [
     "DARK_TEXT",
     "DARK_VARIABLES",
     "LIGHT_TEXT",
+    "MARIMO_DARK_SELECTORS",
     "STYLE",
     "UI_CLASS",
     "style_html",
+    "widget_css",
 ]
 
 UI_CLASS = "thena-ui"
@@ -66,17 +68,6 @@ STYLE = """
   font-family: var(--jp-ui-font-family, system-ui, sans-serif);
   font-size: var(--jp-ui-font-size1, 13px);
 }
-.thena-ui .widget-html-content { white-space: normal; overflow-wrap: anywhere;
-  line-height: 1.4; }
-.thena-ui .widget-button { width: auto; min-width: 0; padding: 0 10px; }
-.thena-ui .widget-checkbox { width: auto; }
-.thena-ui .widget-tab > .lm-TabBar .lm-TabBar-tab { flex: 0 0 auto; max-width: none;
-  min-width: 0; padding: 0 10px; }
-.thena-ui .widget-tab > .lm-TabBar .lm-TabBar-tabLabel { overflow: visible; }
-.thena-ui .widget-tab > .lm-TabBar { height: auto; min-height: 0; overflow: visible; }
-.thena-ui .widget-tab > .lm-TabBar .lm-TabBar-content { flex-wrap: wrap; }
-.thena-ui .widget-dropdown > select { min-width: 0; }
-.thena-ui .widget-checkbox .widget-label { width: auto; overflow: visible; }
 .thena-ui code { color: var(--thena-fg); background: transparent; }
 .thena-ui pre { color: var(--thena-fg); }
 .thena-ui .thena-turn pre { background: var(--thena-bg-alt) !important; }
@@ -143,9 +134,6 @@ DARK_TEXT_RULE
 .thena-transcript.thena-follow > div { flex: 0 0 auto; }
 .thena-ui .thena-later > summary { cursor: pointer; color: var(--thena-muted); }
 .thena-ui .thena-edit-note { color: var(--thena-fg); font-size: 90%; margin: 2px 0; }
-.thena-ui .thena-scrub { flex-flow: row nowrap !important; }
-.thena-ui .thena-scrub .widget-slider { flex: 1 1 auto; width: auto; min-width: 0; }
-.thena-ui .thena-scrub .widget-slider .slider-container { min-width: 60px; }
 """
 """The stylesheet: scoped under `.thena-ui`, colours from JupyterLab's theme variables."""
 
@@ -164,6 +152,21 @@ STYLE = STYLE.replace("LIGHT_TEXT_VARIABLES", _text_variables(LIGHT_TEXT)).repla
     "DARK_TEXT_RULE", f"{', '.join(DARK_SELECTORS)} {{ {_text_variables(DARK_TEXT)} }}"
 )
 DARK_VARIABLES = DARK_VARIABLES.replace("DARK_TEXT_VARIABLES", _text_variables(DARK_TEXT))
+
+
+MARIMO_DARK_SELECTORS = (".dark .thena-ui", ".dark-theme .thena-ui")
+"""marimo's dark theme (a `dark` class high up the page): it has no JupyterLab variables, so
+the Stepper's widget stylesheet (`widget_css`) sets the dark values itself."""
+
+
+def widget_css() -> str:
+    """The stylesheet a widget front end carries: `STYLE`, plus dark values under marimo's
+    dark theme (JupyterLab and VS Code give theirs through the variables)."""
+    dark = (
+        "--thena-fg: #e8e8e8; --thena-bg: #1e1e1e; --thena-bg-alt: #303030; "
+        "--thena-border: #616161; --thena-accent: #64b5f6; " + _text_variables(DARK_TEXT)
+    )
+    return f"{STYLE}\n{', '.join(MARIMO_DARK_SELECTORS)} {{ {dark} }}\n"
 
 
 def style_html() -> str:

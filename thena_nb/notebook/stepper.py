@@ -1,7 +1,14 @@
 """The Stepper: a debugger for one live `Session`, turn by turn.
 
-Built from stock ipywidgets only (buttons, a `Tab`, an `IntSlider`, `HTML`, `Text`,
-`Textarea`), so there is no front-end code to build. Every control calls a public method
+One `anywidget.AnyWidget` with a small ES module shipped in the package (`static/stepper.js`,
+no build step, nothing fetched at run time), so it renders wherever anywidget does:
+JupyterLab, Jupyter Notebook, VS Code, Colab and marimo. Python keeps the session, the gates
+and every view; the front end lays out the parts (`_widget_parts`: HTML sections Python made,
+buttons, checkboxes, text boxes, the turn slider, the inspector's tabs, the gate cards) and
+sends back commands (`model.send`), which `_command` hands to the part they name: a button's
+`click()`, a box's `value`. Only what is shown is sent, and only when it changed: each HTML
+section is a trait of its own (`s_<part>`), the small state of every part is `parts`, the
+gate cards `gates`. Every control calls a public method
 (`step`, `step_iteration`, `run`, `pause`, `continue_run`, `stop`, `show`, `back`,
 `forward`, `what_if`, `decide`, `edit_turn`, `back_to_parent`), and the state a late view
 needs (position, status, turn count, breakpoint hit, pending calls) lives in traits.
@@ -25,10 +32,11 @@ import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from html import unescape
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as widgets
-from traitlets import Bool, Int, Unicode, link
+import anywidget
+from traitlets import Bool, Dict, Int, List, Unicode, link
 
 import thena_nb
 from thena_nb.core import _html
@@ -49,6 +57,7 @@ from thena_nb.notebook._stepper_gates import (
     live_fork_session,
     tool_schema,
 )
+from thena_nb.notebook._widget_parts import Button, Check, Choice, Html, Part, Slider, Tabs, Text
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_run import RunView
@@ -73,6 +82,34 @@ _LIVE_CHART_S = 1.0
 _STOPPED_LOOPS = 4
 """Stopped loops the header names, the latest ones."""
 
+_STATIC = Path(__file__).parent / "static"
+_SECTIONS = (
+    "header",
+    "view_html",
+    "position_html",
+    "error_html",
+    "live_label",
+    "live_text",
+    "transcript_html",
+    "turn_html",
+    "saw_html",
+    "reasoning_html",
+    "tools_html",
+    "edit_help",
+    "edit_text",
+    "edit_note",
+    "edit_error",
+    "frame_html",
+    "chart",
+    "what_if_html",
+    "fork_html",
+    "break_error_html",
+)
+"""The parts whose text is sent as a trait of its own (`s_<part>`): a change to one sends
+that one only."""
+_FIXED = ("kind", "description", "icon", "placeholder", "rows", "submit", "titles", "button_style")
+"""The fields of a part's state that seldom change: sent apart from the rest (`parts_fixed`)."""
+
 _Where = tuple[tuple[str, int], ...]
 """A loop iteration, told apart from every other: `(path, iteration)` of each open loop from
 the outermost down to it (a nested loop starts over at iteration 1 in each outer iteration)."""
@@ -83,7 +120,7 @@ def _gate_every_call(call: ToolCall) -> bool:
     return True
 
 
-class Stepper(widgets.VBox):
+class Stepper(anywidget.AnyWidget):
     """Step through a workflow run turn by turn: step, run, pause, stop, gate, edit, break.
 
     Open it with `wf.stepper(input)` or `%thena_step NAME INPUT`; `display(stepper)` shows
@@ -112,7 +149,7 @@ class Stepper(widgets.VBox):
     Args:
         session: A session of the core executor, e.g. `wf.session(input)`; or a recorded
             run's `RunView` (what `thena_nb.stepper(run)` passes) for view mode.
-        **kwargs: Passed to `ipywidgets.VBox`.
+        **kwargs: Passed to `anywidget.AnyWidget`.
 
     Example:
         >>> from thena_nb import Agent, Workflow
@@ -122,6 +159,37 @@ class Stepper(widgets.VBox):
         >>> stepper.status, stepper.turn_count
         ('new', 0)
     """
+
+    _esm = (_STATIC / "stepper.js").read_text(encoding="utf-8")
+    _css = _theme.widget_css() + (_STATIC / "stepper.css").read_text(encoding="utf-8")
+
+    parts = Dict().tag(sync=True)
+    """The state of every part that changes (`hidden`, `disabled`, `value`, ...) but its
+    text (`s_<part>`), false and empty fields left out: `{name: {field: value}}`."""
+    parts_fixed = Dict().tag(sync=True)
+    """What each part is, which seldom changes: `{name: {kind, description, ...}}`."""
+    gates: List[Any] = List().tag(sync=True)
+    """The gate cards shown: one dict per call held at a gate (`GateCard.state()`)."""
+    s_header = Unicode("").tag(sync=True)
+    s_view_html = Unicode("").tag(sync=True)
+    s_position_html = Unicode("").tag(sync=True)
+    s_error_html = Unicode("").tag(sync=True)
+    s_live_label = Unicode("").tag(sync=True)
+    s_live_text = Unicode("").tag(sync=True)
+    s_transcript_html = Unicode("").tag(sync=True)
+    s_turn_html = Unicode("").tag(sync=True)
+    s_saw_html = Unicode("").tag(sync=True)
+    s_reasoning_html = Unicode("").tag(sync=True)
+    s_tools_html = Unicode("").tag(sync=True)
+    s_edit_help = Unicode("").tag(sync=True)
+    s_edit_text = Unicode("").tag(sync=True)
+    s_edit_note = Unicode("").tag(sync=True)
+    s_edit_error = Unicode("").tag(sync=True)
+    s_frame_html = Unicode("").tag(sync=True)
+    s_chart = Unicode("").tag(sync=True)
+    s_what_if_html = Unicode("").tag(sync=True)
+    s_fork_html = Unicode("").tag(sync=True)
+    s_break_error_html = Unicode("").tag(sync=True)
 
     position = Int(-1).tag(sync=True)
     """Index of the turn shown; -1 before the first turn."""
@@ -175,10 +243,12 @@ class Stepper(widgets.VBox):
         self._last_action = "step"
         self._last_draw = 0.0
         self._last_chart = 0.0
+        self._ready = False
+        self._flush_soon = False
         self._build()
-        super().__init__(children=self._layout(), **kwargs)
-        self.add_class(_theme.UI_CLASS)
-        self.add_class("thena-stepper")
+        # The parts' state goes with the widget's opening message: a front end draws it whole.
+        super().__init__(**self._sync_values(), **kwargs)
+        self.on_msg(self._on_msg)
         link((self, "break_on_error"), (self.break_error_box, "value"))
         link((self, "break_on_rescued"), (self.break_rescued_box, "value"))
         link((self, "break_expression"), (self.break_text, "value"))
@@ -190,6 +260,8 @@ class Stepper(widgets.VBox):
         self._refresh(follow=True)
         if self.mode == "view" and self.turn_count:
             self.show(0)  # a recorded run reads from its start
+        self._ready = True
+        self.flush()
 
     def _reset_caches(self) -> None:
         """Forget what was noted of the session's turns (a new session is followed)."""
@@ -452,12 +524,10 @@ class Stepper(widgets.VBox):
         return answers
 
     def close(self) -> None:
-        """Stop listening to the session and close the widget and its children."""
+        """Stop listening to the session and close the widget."""
         self._detach()
         if self.chart_task is not None:
             self.chart_task.cancel()
-        for child in self.children:
-            _close_tree(child)
         super().close()
 
     def __repr__(self) -> str:
@@ -471,13 +541,16 @@ class Stepper(widgets.VBox):
         where = f"turns={self.turn_count}, position={self.position}"
         return f"Stepper({name!r}, {self.status}, {where})"
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The widget, plus a `text/html` snapshot of what it shows now: a saved notebook
         then reads well where widgets do not render (GitHub, nbviewer)."""
-        data = super()._repr_mimebundle_(**kwargs)
-        if data is not None:
-            data["text/html"] = self.snapshot_html()
-        return data
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle
+        self.flush()
+        data["text/html"] = self.snapshot_html()
+        return data, metadata
 
     def snapshot_html(self) -> str:
         """What the Stepper shows at this moment, as static HTML (no controls, no script):
@@ -492,7 +565,7 @@ class Stepper(widgets.VBox):
             self.turn_html.value,
             self.frame_html.value,
         ]
-        if self.chart.layout.display != "none":
+        if not self.chart.hidden:
             views_html.append(self.chart.value)
         body = "".join(v for v in views_html if v)
         return f'<div class="thena-stepper-snapshot {_theme.UI_CLASS}">{body}</div>'
@@ -738,12 +811,11 @@ class Stepper(widgets.VBox):
     # -- the controls -------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.style = widgets.HTML(_theme.style_html())
-        self.header = widgets.HTML()
+        self._parts: dict[str, Part] = {}
         self._build_buttons()
         self._build_views()
         self._build_boxes()
-        handlers: list[tuple[widgets.Button, Callable[[], Any]]] = [
+        handlers: list[tuple[Button, Callable[[], Any]]] = [
             (self.step_button, self.step),
             (self.iteration_button, self.step_iteration),
             (self.run_button, self.run),
@@ -765,169 +837,146 @@ class Stepper(widgets.VBox):
         self.edit_text.observe(lambda _: self._note_edit(), "value")
         self.what_if_text.observe(self._what_if_submitted, "value")
 
-    def _build_buttons(self) -> None:
-        def button(description: str, tooltip: str, icon: str = "") -> widgets.Button:
-            return widgets.Button(
-                description=description, tooltip=tooltip, icon=icon, layout={"width": "auto"}
-            )
+    def _add(self, name: str, part: Any) -> Any:
+        """Keep `part` as attribute `name`, drawn by the front end under that name."""
+        setattr(self, name, part)
+        self._parts[name] = part
+        part.observe(self._dirty)
+        return part
 
-        self.step_button = button("Step", "Run one turn", "step-forward")
-        self.iteration_button = button("Step iteration", "Run to the end of this loop iteration")
-        self.run_button = button("Run", "Run to the end or the next breakpoint", "play")
-        self.pause_button = button(
+    def _build_buttons(self) -> None:
+        def button(name: str, description: str, tooltip: str, icon: str = "", **kw: Any) -> None:
+            self._add(name, Button(description=description, tooltip=tooltip, icon=icon, **kw))
+
+        button("step_button", "Step", "Run one turn", "step-forward")
+        button("iteration_button", "Step iteration", "Run to the end of this loop iteration")
+        button("run_button", "Run", "Run to the end or the next breakpoint", "play")
+        button(
+            "pause_button",
             "Pause",
             "Pause at the next pause point: before this turn's tools, or the next model call",
             "pause",
         )
-        self.continue_button = button("Continue", "Go on running from here", "forward")
-        self.stop_button = button("Stop", "Stop the run", "stop")
-        self.back_button = button("", "Previous turn", "chevron-left")
-        self.forward_button = button("", "Next turn", "chevron-right")
-        self.what_if_button = button("What if", "Evaluate on recorded turns")
-        self.edit_button = button("Edit this turn and continue", "Fork the run with this edit")
-        self.edit_button.button_style = "warning"
-        self.parent_button = button("Back to the parent run", "Follow the run this was forked from")
-        self.parent_button.layout.display = "none"
-        self.fork_button = button("Fork from here", views.FORK_NEEDS_WORKFLOW, "code-branch")
-        self.fork_button.button_style = "primary"
+        button("continue_button", "Continue", "Go on running from here", "forward")
+        button("stop_button", "Stop", "Stop the run", "stop")
+        button("back_button", "", "Previous turn", "chevron-left")
+        button("forward_button", "", "Next turn", "chevron-right")
+        button("what_if_button", "What if", "Evaluate on recorded turns")
+        button(
+            "edit_button",
+            "Edit this turn and continue",
+            "Fork the run with this edit",
+            button_style="warning",
+        )
+        button(
+            "parent_button",
+            "Back to the parent run",
+            "Follow the run this was forked from",
+            hidden=True,
+        )
+        button(
+            "fork_button",
+            "Fork from here",
+            views.FORK_NEEDS_WORKFLOW,
+            "code-branch",
+            button_style="primary",
+        )
 
     def _build_views(self) -> None:
-        self.position_html = widgets.HTML()
-        self.error_html = widgets.HTML()
-        self.live_label = widgets.HTML(views.LIVE_LABEL)
-        self.live_text = widgets.Textarea(
-            disabled=True, rows=2, layout={"width": "100%"}, placeholder="(streamed text)"
-        )
-        self.transcript_html = widgets.HTML(layout={"flex": "1 1 300px", "min_width": "260px"})
-        self.turn_html = widgets.HTML()
-        self.saw_html = widgets.HTML()
-        self.reasoning_html = widgets.HTML()
-        self.tools_html = widgets.HTML()
-        self.inspector = widgets.Tab(layout={"flex": "1 1 340px", "min_width": "300px"})
-        self.inspector.add_class("thena-inspector")
-        self.frame_html = widgets.HTML(layout={"overflow": "auto", "max_width": "100%"})
-        self.chart = widgets.HTML(layout={"display": "none", "max_width": "660px"})
-        self.what_if_html = widgets.HTML()
-        self.fork_html = widgets.HTML()
-        self.view_html = widgets.HTML()
-        self.gates = widgets.VBox()
+        for name in _SECTIONS:
+            if name not in ("live_text", "edit_text"):
+                self._add(name, Html())
+        self.live_label.value = views.LIVE_LABEL
+        self.edit_help.value = _EDIT_HELP
+        self.chart.hidden = True
+        self._add("live_text", Text(disabled=True, rows=2, placeholder="(streamed text)"))
+        self._add("inspector", Tabs(titles=[*_transcript.INSPECTOR_TABS, EDIT_TAB]))
+        for group in ("controls", "breaks", "view_bar"):
+            self._add(group, Part())
+        self._add("live_box", Part(hidden=True))
 
     def _build_boxes(self) -> None:
-        self.slider = widgets.IntSlider(
-            value=0,
-            min=0,
-            max=0,
-            description="turn #",
-            continuous_update=True,
-            disabled=True,
-            style={"description_width": "initial"},
-            layout={"flex": "1 1 auto", "width": "auto", "min_width": "0"},
+        self._add("slider", Slider(description="turn #", disabled=True))
+        self._add("break_error_box", Check(description="on failed tool call"))
+        self._add("break_rescued_box", Check(description="on rescued call"))
+        self._add("gate_box", Check(description="pause before every tool call"))
+        self._add(
+            "break_text",
+            Text(placeholder="break when… e.g. turn.info.tool_name == 'search'"),
         )
-        self.break_error_box = widgets.Checkbox(
-            description="on failed tool call", indent=False, layout={"width": "auto"}
-        )
-        self.break_rescued_box = widgets.Checkbox(
-            description="on rescued call", indent=False, layout={"width": "auto"}
-        )
-        self.gate_box = widgets.Checkbox(
-            description="pause before every tool call", indent=False, layout={"width": "auto"}
-        )
-        self.break_text = widgets.Text(
-            placeholder="break when… e.g. turn.info.tool_name == 'search'",
-            layout={"width": "320px", "max_width": "100%"},
-        )
-        self.break_error_html = widgets.HTML()
-        self.what_if_text = widgets.Text(
-            placeholder="what if until = … e.g. max_tool_calls(3), Enter runs it",
-            continuous_update=False,
-            layout={"width": "320px", "max_width": "100%"},
+        self._add(
+            "what_if_text",
+            Text(
+                placeholder="what if until = … e.g. max_tool_calls(3), Enter runs it", submit=True
+            ),
         )
         self._what_if_quiet = False
-        self.edit_target = widgets.Dropdown(
-            description="edit", layout={"width": "auto", "max_width": "100%"}
-        )
-        self.edit_text = widgets.Textarea(rows=6, layout={"width": "100%"})
-        self.edit_note = widgets.HTML()
-        self.edit_error = widgets.HTML()
+        self._add("edit_target", Choice(description="edit"))
+        self._add("edit_text", Text(rows=6))
 
-    def _fill_inspector(self, wrap: dict[str, str]) -> None:
-        """The inspector's tabs: the four views of the turn, then the edit box."""
-        edit = widgets.VBox(
-            [
-                widgets.HTML(_EDIT_HELP),
-                widgets.HBox([self.edit_target, self.edit_button], layout=wrap),
-                self.edit_text,
-                self.edit_note,
-                self.edit_error,
-            ]
-        )
-        edit.add_class("thena-edit")
-        self.inspector.children = [
-            self.turn_html,
-            self.saw_html,
-            self.reasoning_html,
-            self.tools_html,
-            edit,
-        ]
-        self.inspector.titles = (*_transcript.INSPECTOR_TABS, EDIT_TAB)
+    # -- the front end ------------------------------------------------------------------
 
-    def _layout(self) -> list[widgets.Widget]:
-        wrap = {"flex_flow": "row wrap", "align_items": "center"}
-        self.controls = widgets.HBox(
-            [
-                self.step_button,
-                self.iteration_button,
-                self.run_button,
-                self.pause_button,
-                self.continue_button,
-                self.stop_button,
-                self.gate_box,
-            ],
-            layout=wrap,
-        )
-        self.controls.add_class("thena-stepper-controls")
-        scrub = widgets.HBox(
-            [self.back_button, self.slider, self.forward_button],
-            layout={"flex_flow": "row nowrap", "align_items": "center", "max_width": "660px"},
-        )
-        scrub.add_class("thena-scrub")
-        self.breaks = widgets.HBox(
-            [
-                widgets.HTML("<b>break</b>&nbsp;"),
-                self.break_error_box,
-                self.break_rescued_box,
-                self.break_text,
-            ],
-            layout=wrap,
-        )
-        self._fill_inspector(wrap)
-        main = widgets.HBox(
-            [self.transcript_html, self.inspector], layout={"flex_flow": "row wrap"}
-        )
-        self.live_box = widgets.VBox([self.live_label, self.live_text], layout={"display": "none"})
-        what_if = widgets.HBox([self.what_if_text, self.what_if_button], layout=wrap)
-        forked = widgets.HBox([self.fork_html, self.parent_button], layout=wrap)
-        self.view_bar = widgets.HBox([self.view_html, self.fork_button], layout=wrap)
-        self.view_bar.add_class("thena-stepper-view-bar")
-        return [
-            self.style,
-            self.header,
-            self.view_bar,
-            self.controls,
-            self.gates,
-            forked,
-            scrub,
-            self.position_html,
-            self.error_html,
-            self.live_box,
-            main,
-            self.breaks,
-            self.break_error_html,
-            self.frame_html,
-            self.chart,
-            what_if,
-            self.what_if_html,
-        ]
+    def _sync_values(self) -> dict[str, Any]:
+        """The synced traits that show the parts now: `s_<part>`, `parts` and `gates`."""
+        values: dict[str, Any] = {}
+        changing, fixed = {}, {}
+        for name, part in self._parts.items():
+            state = part.state()
+            if name in _SECTIONS:
+                values[f"s_{name}"] = state.pop("value")
+            fixed[name] = {k: state.pop(k) for k in _FIXED if k in state}
+            changing[name] = {k: v for k, v in state.items() if v is not False and v != ""}
+        values["parts_fixed"] = fixed
+        values["parts"] = changing
+        values["gates"] = [card.state() for card in self.gate_cards.values()]
+        return values
+
+    def flush(self) -> None:
+        """Send the front end what changed since the last time, in one message.
+
+        A change to a part is sent on the event loop's next turn (so one action's changes
+        go together), or at once when no loop runs; `flush()` sends it now.
+        """
+        self._flush_soon = False
+        if self.comm is None and self._ready:
+            return  # closed
+        with self.hold_sync():
+            for name, value in self._sync_values().items():
+                setattr(self, name, value)
+
+    def _dirty(self, change: Any = None) -> None:
+        """A part changed: send it soon."""
+        if not self._ready or self._flush_soon:
+            return
+        loop = _running_loop()
+        if loop is None:
+            self.flush()
+            return
+        self._flush_soon = True
+        loop.call_soon(self.flush)
+
+    def command(self, message: Mapping[str, Any]) -> None:
+        """Take one command as the front end sends it: `{"part": name, "do": "click"}`
+        presses a button, `{"part": name, "value": v}` sets a box, the slider or the
+        inspector's tab; `{"gate": call_id, "do": "approve" | "edit" | "reject" |
+        "respond", ...}` decides a gate card, with the texts of its boxes."""
+        held, self._flush_soon = self._flush_soon, True  # what it changes goes in one message
+        try:
+            with self.hold_sync():
+                call_id = message.get("gate")
+                part = self._parts.get(str(message.get("part")))
+                if isinstance(call_id, str) and call_id in self.gate_cards:
+                    self.gate_cards[call_id].command(message)
+                elif part is not None:
+                    part.apply(dict(message))
+                if not held:
+                    self.flush()
+        finally:
+            self._flush_soon = held and self._flush_soon
+
+    def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        if isinstance(content, dict):
+            self._on_loop(lambda: self.command(content))
 
     def _slid(self, change: dict[str, Any]) -> None:
         if change["new"] != self.position and self._all_turns():
@@ -968,10 +1017,9 @@ class Stepper(widgets.VBox):
         """Show the live controls over a session; over a recorded run, the view's status
         line and "Fork from here" instead (a view has nothing to step, stop or decide)."""
         viewing = self.mode == "view"
-        live = "none" if viewing else None
-        for box in (self.controls, self.breaks, self.gates, self.break_error_html):
-            box.layout.display = live
-        self.view_bar.layout.display = None if viewing else "none"
+        for box in (self.controls, self.breaks, self.break_error_html):
+            box.hidden = viewing
+        self.view_bar.hidden = not viewing
         if viewing:
             run = self.session.result
             self.view_html.value = views.view_html(
@@ -983,7 +1031,7 @@ class Stepper(widgets.VBox):
 
     def _set_busy(self, busy: bool) -> None:
         self._busy = busy
-        self.live_box.layout.display = None if busy else "none"
+        self.live_box.hidden = not busy
         if busy:
             self.status = "running"
             if self.position < 0:
@@ -1198,23 +1246,23 @@ class Stepper(widgets.VBox):
             card = self.gate_cards.get(held.call.id)
             if card is None or card.decided is not None:
                 schema = tool_schema(self.session.workflow, held)
-                card = GateCard(held, schema, self.decide)
+                card = GateCard(held, schema, self.decide, on_change=self._dirty)
             cards[held.call.id] = card
         self.gate_cards = cards
-        self.gates.children = list(cards.values())
+        self._dirty()
 
     def _render_fork(self) -> None:
         run = self.session.result
         if run.parent_run_id is None or not self.parents:
             self.fork_html.value = ""
-            self.parent_button.layout.display = "none"
+            self.parent_button.hidden = True
             return
         how = self._fork_notes.get(run.run_id, f"at turn {run.forked_at}")
         self.fork_html.value = (
             f"<div>a fork of run <code>{_html.escape(run.parent_run_id)}</code>, "
             f"{_html.escape(how)}</div>"
         )
-        self.parent_button.layout.display = None
+        self.parent_button.hidden = False
 
     def _schedule_chart(self) -> None:
         """Redraw the failure chart soon, unless another action starts first.
@@ -1246,13 +1294,13 @@ class Stepper(widgets.VBox):
             return
         self._chart_key = key
         if not shown:  # nothing to draw until a loop has started
-            self.chart.layout.display = "none"
+            self.chart.hidden = True
             return
         what_if = marks[-len(shown) :] if marks is not None and len(marks) == len(loops) else None
         self.chart.value = _svg_chart.failure_chart_svg(
             run.turns, shown, current=self.position, what_if=what_if
         )
-        self.chart.layout.display = None
+        self.chart.hidden = False
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -1346,12 +1394,6 @@ def _would_stop(until: Callable[..., Any], view: Any) -> str:
     except Exception as exc:
         verdict = exc
     return views.would_stop_html(callable_name(until), verdict)
-
-
-def _close_tree(widget: widgets.Widget) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
