@@ -15,7 +15,9 @@ machine disturbs less. W9 runs the same loop through the real adapters (`OpenAIC
 W10 streams one long answer through `OpenAICompatModel` (`benchmarks/stream_reply.py`);
 W12 writes a W1 run's page (`run.to_html`) at 100, 1,000 and 5,000 turns
 (`benchmarks/page_size.py`); W13 loads a stored 10,000-turn W1 run (`Run.load`) against
-selecting its rows and decoding their JSON (`benchmarks/run_load.py`).
+selecting its rows and decoding their JSON (`benchmarks/run_load.py`); W14 runs a stored
+2,000-run experiment again, every run reused, against selecting and decoding those runs'
+rows (`benchmarks/stored_experiment.py`).
 
     python -m benchmarks --only W1 --code ../other-checkout --no-peers   # another branch's code
 """
@@ -36,8 +38,8 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13")
-SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14")
+SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14")
 """The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 

@@ -7,7 +7,8 @@ others as scripts.
 - W2 parallel: two branches whose models take 100 ms each; wall time against 100 ms.
 - W5 memory: bytes kept per recorded turn of a 10,000-turn run, beyond the model's own text.
 - W3 notebook views, W4 store, W6 rescue throughput, W7 run diffs, W12 a run's page, W13
-  opening a stored run: their scripts, run as subprocesses.
+  opening a stored run, W14 re-running a stored experiment: their scripts, run as
+  subprocesses.
 """
 
 from __future__ import annotations
@@ -238,6 +239,7 @@ SCRIPTS = [
     Script("W11", "foreign_step.py", "a pydantic-ai agent as a step"),
     Script("W12", "page_size.py", "a run's page: bytes per turn and time"),
     Script("W13", "run_load.py", "opening a stored run (Run.load)"),
+    Script("W14", "stored_experiment.py", "re-running a stored experiment (all reused)"),
 ]
 
 

@@ -111,6 +111,9 @@ class RunStore(RunRecorder, Protocol):
     branch_turn_recorded(run, record)`, a parallel branch's turn as it finishes (a load
     gives those of a block still open as `run.open_turns`, which a resume reuses), and
     `statuses(run_ids)`, each stored run's status by id (an experiment's reuse look-up).
+    A third, `summaries(run_ids)`, lets an experiment take stored runs again without
+    loading them (`SqliteRunStore.summaries` says what it gives); without it, each run an
+    experiment reuses is loaded.
     """
 
     def load(self, run_id: str) -> Run:
@@ -125,7 +128,8 @@ class RunStore(RunRecorder, Protocol):
         """One summary per stored run, in the order they started.
 
         Keys: `run_id`, `workflow`, `input`, `status`, `stop_reasons`, `turns`,
-        `input_tokens`, `output_tokens`, `started_at`, `finished_at`, `error`.
+        `input_tokens`, `output_tokens`, `started_at`, `finished_at`, `error`,
+        `parent_run_id` and `forked_at` (`None` for a run that is no fork or continuation).
         """
         ...
 
@@ -171,6 +175,8 @@ def summary_of(
         "started_at": datetime.fromisoformat(header["started_at"]),
         "finished_at": datetime.fromisoformat(finished) if finished else None,
         "error": header.get("error"),
+        "parent_run_id": header.get("parent_run_id"),
+        "forked_at": header.get("forked_at"),
     }
 
 

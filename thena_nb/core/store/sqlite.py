@@ -356,7 +356,8 @@ class SqliteRunStore:
             rows = conn.execute(_LIST_OLD if self._old_turns else _LIST).fetchall()
         now = time.time()
         out = []
-        for run_id, wf, text, status, reasons, started, finished, error, owner, lease, *n in rows:
+        for run_id, wf, text, status, reasons, started, finished, error, *rest in rows:
+            parent, forked_at, owner, lease, *n = rest
             try:
                 header = {
                     "run_id": run_id,
@@ -367,6 +368,8 @@ class SqliteRunStore:
                     "started_at": started,
                     "finished_at": finished,
                     "error": error,
+                    "parent_run_id": parent,
+                    "forked_at": forked_at,
                 }
                 out.append(summary_of(header, *n))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -387,6 +390,37 @@ class SqliteRunStore:
                 for run_id, status, owner, lease in conn.execute(query, chunk):
                     found[run_id] = _owner.shown_status(run_id, status, owner, lease, now)
         return found
+
+    def summaries(self, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What an experiment's row of each of `run_ids` needs, read in bulk (a statement
+        per 500 runs) without rebuilding the runs: no turn or message is validated, and a
+        turn's tool calls are counted by SQLite, not decoded here.
+
+        Keys: `run_id`, `status` (as `statuses` shows it), `error`, `started_at`,
+        `finished_at` (ISO text), `usage` (a dict), `report` (the report tree as a dict),
+        `turns`, `tool_calls`, `rescued_calls` and `failed_calls`. A run that cannot be
+        summarised so (not stored, never ended, written in a newer format, in a file of an
+        older version, or unreadable) is left out: `load` it, which says what is wrong.
+        """
+        if self._old_turns:
+            return {}
+        wanted = list(dict.fromkeys(run_ids))
+        out: dict[str, dict[str, Any]] = {}
+        now = time.time()
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            try:
+                with self._reading("summarise runs") as conn:
+                    query = _SUMMARIES.format(", ".join("?" * len(chunk)))
+                    rows = conn.execute(query, chunk).fetchall()
+            except StoreError:  # (malformed JSON in one of them): each is loaded instead
+                continue
+            for row in rows:
+                with contextlib.suppress(ValueError, TypeError):
+                    summary = _summary(row, now)
+                    if summary is not None:
+                        out[summary["run_id"]] = summary
+        return out
 
     def delete(self, run_id: str) -> None:
         """Forget a run (nothing happens when there is no such run)."""
@@ -755,10 +789,23 @@ _NUMBER_FREED = "INSERT OR IGNORE INTO thena_deleted_numbers (run_no) VALUES (?)
 _STATUSES = "SELECT run_id, status, owner, lease_until FROM thena_runs WHERE run_id IN"
 _CHUNK = 500
 """Run ids per lookup statement (SQLite allows 32,766 parameters; older builds 999)."""
+_SUMMARIES = (
+    "SELECT r.run_id, r.format, r.status, r.owner, r.lease_until, r.started_at, r.finished_at, "
+    "r.error, r.usage, r.report, count(DISTINCT t.turn_key), max(t.format), count(c.key), "
+    "total(json_extract(c.value, '$.source') = 'rescued'), "
+    "total(json_extract(c.value, '$.ok') = 0) "
+    f"FROM thena_runs r LEFT JOIN thena_turn_rows t ON {_RUN_TURNS} "
+    "LEFT JOIN json_each(t.turn, '$.tool_calls') c "
+    "WHERE r.run_id IN ({}) GROUP BY r.run_id"
+)
+"""What `summaries` reads of each run: its header's columns that a row needs, and its turns
+and their tool calls counted (a call's fields at their defaults are not stored: `source`
+`"native"`, `ok` `None`)."""
 _LIST_COLUMNS = (
     "SELECT r.run_id, r.workflow, r.input, r.status, r.stop_reasons, r.started_at, "
-    "r.finished_at, r.error, r.owner, r.lease_until, count(t.format), "
-    "coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) FROM thena_runs r "
+    "r.finished_at, r.error, r.parent_run_id, r.forked_at, r.owner, r.lease_until, "
+    "count(t.format), coalesce(sum(t.input_tokens), 0), coalesce(sum(t.output_tokens), 0) "
+    "FROM thena_runs r "
 )
 _LIST = (
     f"{_LIST_COLUMNS}LEFT JOIN thena_turn_rows t ON {_RUN_TURNS} "
@@ -914,6 +961,31 @@ def _read(messages: str | None, turns: list[Turn]) -> tuple[Message, ...]:
     if _once.MARK_JSON in messages:
         out = _once.expanded(out, _once.calls_of(turns))
     return tuple(out)
+
+
+def _summary(row: tuple[Any, ...], now: float) -> dict[str, Any] | None:
+    """A row of `_SUMMARIES` as `summaries` gives it; `None` for a run it cannot summarise.
+
+    Raises:
+        ValueError, TypeError: A JSON column cannot be read.
+    """
+    run_id, fmt, status, owner, lease, started, finished, error, usage, report, *counts = row
+    turns, turn_format, calls, rescued, failed = counts
+    if usage is None or report is None or fmt > STORE_FORMAT or (turn_format or 0) > STORE_FORMAT:
+        return None  # never ended (rebuilt from its turns by `load`), or newer than this
+    return {
+        "run_id": run_id,
+        "status": _owner.shown_status(run_id, status, owner, lease, now),
+        "error": error,
+        "started_at": started,
+        "finished_at": finished,
+        "usage": json.loads(usage),
+        "report": json.loads(report),
+        "turns": turns,
+        "tool_calls": calls,
+        "rescued_calls": int(rescued),
+        "failed_calls": int(failed),
+    }
 
 
 def _corrupt(store: SqliteRunStore, run_id: str, exc: Exception) -> str:
