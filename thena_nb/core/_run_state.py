@@ -18,7 +18,7 @@ from thena_nb.core._replay import HistoryHasher, Replay
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event
 from thena_nb.core.store.base import RunRecorder, TurnRecord
-from thena_nb.core.types import Budget, Message, RetryPolicy, ToolCall, Turn
+from thena_nb.core.types import Budget, Message, RetryPolicy, ToolCall, Turn, finished
 
 if TYPE_CHECKING:
     from thena_nb.core._tool_sources import RunTools
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from thena_nb.core.run import Run
     from thena_nb.core.steps import LoopStep
 
-__all__ = ["LoopFrame", "PausePoint", "Position", "RunControl", "Scope"]
+__all__ = ["CallIds", "LoopFrame", "PausePoint", "Position", "RunControl", "Scope"]
 
 PausePoint = Literal["model", "tools"]
 """Where a session can pause inside a turn: before its model call, or before its tools."""
@@ -67,18 +67,77 @@ class Scope:
     """A branch's own turns' messages, one entry per turn, kept until the block merges."""
 
 
+class CallIds:
+    """Every tool call id in a run's history, so that no two calls of a run share one.
+
+    The rule: a call id is unique within a run's history, across its agents, its parallel
+    branches and the turns a fork, a resume or a continuation copied into it. The calls
+    phase of every turn passes its calls through `unique`. A call the model made in this
+    run whose id the run holds already (two offline models, or one that counts again from 1
+    in a fork; a server that gives no ids) gets a new one, `<id>_2` (or `_3`, ...): in the
+    recorded call, in its tool result, and so in every later request the model is sent. The
+    calls of a turn served from a recording keep their ids (the recording's requests were
+    made with them, and a replay matches requests by key), as do those of a foreign agent
+    (its framework answers its calls by their ids).
+
+    Ids are given in the order turns reach the calls phase: the same in every run, but for
+    parallel branches whose model calls end in another order.
+    """
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: set[str] | None = None  # filled from the history at the first turn
+
+    def unique(
+        self, calls: list[ToolCall], history: Sequence[Message], *, rename: bool
+    ) -> list[ToolCall]:
+        """`calls` (a turn's, about to join `history`), those whose id the run holds already
+        given a new one when `rename`; their ids are the run's from now on."""
+        seen = self._seen
+        if seen is None:  # the run's first turn: the history it starts with (a continuation's)
+            seen = self._seen = {c.id for m in history for c in m.tool_calls}
+            seen.update(m.tool_call_id for m in history if m.tool_call_id is not None)
+        if len(calls) == 1:  # (most turns: one call, whose id is new)
+            call_id = calls[0].__dict__["id"]
+            if call_id and call_id not in seen:
+                seen.add(call_id)
+                return calls
+        out = calls
+        for i, call in enumerate(calls):
+            call_id = call.id
+            if rename and (call_id in seen or not call_id):
+                call_id = self._free(call_id)
+                if out is calls:
+                    out = list(calls)
+                out[i] = finished(call, id=call_id)
+            seen.add(call_id)
+        return out
+
+    def _free(self, call_id: str) -> str:
+        """A new id for a call whose id the run holds already: `<id>_2`, `<id>_3`, ...
+        (`call_1`, ... for a call without one)."""
+        seen = self._seen or set()
+        base, n = (call_id, 2) if call_id else ("call", 1)
+        while f"{base}_{n}" in seen:
+            n += 1
+        return f"{base}_{n}"
+
+
 class RunControl:
     """Run-wide state shared by every position of one run: the stop flag, budget, retries,
     replay, the recorder, event subscribers and the session's pause points."""
 
     __slots__ = (
         "budget",
+        "call_ids",
         "checkpoint",
         "deps",
         "gatekeeper",
         "gates",
         "in_order",
         "kept",
+        "max_tool_result_chars",
         "on_branch_turn",
         "on_turn",
         "pause_before_tools",
@@ -125,9 +184,13 @@ class RunControl:
         """The tool sources the run has opened (`core/_tool_sources.py`), once one is."""
         self.tool_timeout: float | None = None
         """`Workflow(tool_timeout=...)`: the limit of a tool call whose tool sets none."""
+        self.max_tool_result_chars: int | None = None
+        """`Workflow(max_tool_result_chars=...)`: the longest tool result kept and sent."""
         self.deps: Any = None
         """`wf.run(input, deps=...)`: what a foreign agent's framework gets as its dependencies."""
 
+        self.call_ids = CallIds()
+        """The run's call ids: a call's id is unique within the run's history (`CallIds`)."""
         self.tasks: dict[Position, asyncio.Task[Any]] = {}
         """The task running each live position: `Session.stop()` cancels those waiting on a
         model call (`Position.in_call`)."""

@@ -1,7 +1,7 @@
 """What the offline models share: the requests they keep, their calls counted per run, call
-ids that are the same in every run and never repeat one in the history, scripted items
-turned into replies, and the request as plain data (`render`: they send nothing over a
-wire).
+ids that are the same in every run and never repeat one the model is sent (`call_number`),
+scripted items turned into replies, and the request as plain data (`render`: they send
+nothing over a wire).
 
 `ScriptedModel` and `FunctionModel` are built on `OfflineModel`; nothing here is public.
 """
@@ -26,6 +26,7 @@ __all__ = [
     "as_reply",
     "call_number",
     "is_script_item",
+    "needs_ids",
     "prepared",
     "render_request",
     "with_call_ids",
@@ -36,14 +37,14 @@ ScriptItem = Reply | str | ErrorReply
 
 
 class CallCounter:
-    """Counts an offline model's calls per run, forgetting a run when it is gone; and where
-    the run's call ids start (past those its history holds already: a resumed run)."""
+    """Counts an offline model's calls per run, forgetting a run when it is gone, and keeps
+    the `n` of the call ids it gave last in each (`call_<n>_<i>`)."""
 
     def __init__(self) -> None:
         self._counts: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
-        self._outside = 0
+        self._outside = [0, 0]
         self._last: weakref.ref[Any] | None = None  # the run of the last call, and its entry
-        self._entry: list[int] = [0, 0]
+        self._entry: list[int] = self._outside
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # positions belong to runs in this process; a copy starts afresh
@@ -51,23 +52,43 @@ class CallCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def next(self, history: Sequence[Message], run: Any) -> tuple[int, int]:
-        """The 1-based number of this call within `run` (the current run, `None` outside
-        one), and the `n` of its call ids (`call_<n>_<i>`): the same, unless the run's first
-        call found such ids in `history` already (a resumed run), which the ids then
-        continue after."""
+    def next(self, run: Any) -> list[int]:
+        """Count a call in `run` (the current run, `None` outside one); its run's entry:
+        `[the 1-based number of this call within the run, the n of the ids given last]`."""
         if run is None:
-            self._outside += 1
-            return self._outside, self._outside
-        last = self._last
-        if last is None or last() is not run:  # not the run of the last call: look it up
-            entry = self._counts.get(run)
-            if entry is None:  # the run's first call: the history holds no ids of this run yet
-                entry = self._counts[run] = [0, call_number(history, 1) - 1]
-            self._last, self._entry = weakref.ref(run), entry
-        entry = self._entry
+            entry = self._outside
+        else:
+            last = self._last
+            if last is None or last() is not run:  # not the run of the last call: look it up
+                found = self._counts.get(run)
+                if found is None:
+                    found = self._counts[run] = [0, 0]
+                self._last, self._entry = weakref.ref(run), found
+            entry = self._entry
         entry[0] += 1
-        return entry[0], entry[0] + entry[1]
+        return entry
+
+    def ids(self, entry: list[int], call: int, messages: Sequence[Message]) -> int:
+        """The `n` of the ids of call number `call` (of `entry`'s run), whose reply holds
+        calls the reply helpers left without ids: `call_number(messages, call)`.
+
+        The history is read only when it may say more than this model knows: when the last
+        ids any offline model gave were not this model's in this run (another model's ids
+        may stand in the history since). Otherwise nothing past its own last ids can stand
+        there, and the answer is the same without reading it (a turn each in a tool loop).
+        """
+        global _GAVE_LAST
+        if entry is _GAVE_LAST:
+            n = call if call > entry[1] else entry[1] + 1
+        else:
+            n = call_number(messages, call)
+        entry[1] = n
+        _GAVE_LAST = entry if entry is not self._outside else None
+        return n
+
+
+_GAVE_LAST: list[int] | None = None
+"""The `CallCounter` entry (a model in a run) of the last call ids an offline model gave."""
 
 
 KEPT_RUNS = 16
@@ -167,12 +188,11 @@ class OfflineModel:
         """
         return render_request(request)
 
-    def _receive(self, request: ModelRequest) -> tuple[int, int]:
-        """Keep `request`; return the 1-based number of this call within the current run
-        and the `n` of its call ids (`CallCounter.next`)."""
+    def _receive(self, request: ModelRequest) -> list[int]:
+        """Keep `request`; count the call in the current run (`CallCounter.next`)."""
         run = current_run()
         self._log.add(request, run)
-        return self._calls.next(request.messages, run)
+        return self._calls.next(run)
 
 
 def render_request(request: ModelRequest) -> dict[str, Any]:
@@ -184,16 +204,23 @@ def render_request(request: ModelRequest) -> dict[str, Any]:
     }
 
 
-def with_call_ids(reply: Reply, call: int) -> Reply:
-    """Give the reply helpers' calls ids that are the same in every run: `call_<n>_<i>`."""
-    said = reply.__dict__  # plain reads: a reply per call
-    made = said["tool_calls"]
-    for c in made:  # (a loop: `any()` over a generator costs more per call)
+def needs_ids(reply: Reply) -> bool:
+    """Whether the reply holds calls the reply helpers left without an id."""
+    for c in reply.__dict__["tool_calls"]:  # (a loop: `any()` over a generator costs more)
         if c.id == "":
             break
     else:
+        return False
+    return True
+
+
+def with_call_ids(reply: Reply, call: int) -> Reply:
+    """Give the reply helpers' calls ids that are the same in every run: `call_<n>_<i>`."""
+    if not needs_ids(reply):
         return reply
+    said = reply.__dict__  # plain reads: a reply per call
     # Copies without pydantic's copy protocol (a reply per call): the values are the reply's.
+    made = said["tool_calls"]
     calls = [finished(c, id=f"call_{call}_{i}") if c.id == "" else c for i, c in enumerate(made)]
     return construct(Reply, {**said, "tool_calls": calls})
 
@@ -201,6 +228,16 @@ def with_call_ids(reply: Reply, call: int) -> Reply:
 def call_number(messages: Sequence[Message], call: int) -> int:
     """The `n` of a call's ids (`call_<n>_<i>`): `call`, or one past the last such id in
     the history when that is as high, so no id repeats one there.
+
+    Offline models ask it (through `CallCounter.ids`) for each reply that holds calls the
+    reply helpers left without ids, so that their ids never repeat one the model is sent:
+    another offline model's in the same workflow, or one that a fork, a resume or a
+    continuation copied in (the model counts its calls from 1 again there). A function of
+    the call's number and the history alone, so the same in every run that asks the same:
+    a fork's live turn makes the ids its parent's did. What the history a model is sent
+    does not show (a history processor cut it, a parallel branch beside it) the executor
+    sees to: a call whose id the run holds already gets a new one
+    (`core/_run_state.CallIds`).
 
     Ids only grow along the history, so the latest assistant message with such ids holds
     the highest: the search stops there.
@@ -216,10 +253,14 @@ def call_number(messages: Sequence[Message], call: int) -> int:
 
 
 def _id_number(call_id: str) -> int | None:
+    """The `n` of `call_<n>_<i>`, or of `call_<n>_<i>_<k>` (such an id the executor gave anew
+    where it repeated one of the run's); `None` for any other id."""
     if not call_id.startswith("call_"):
         return None
     parts = call_id.split("_")
-    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+    if not 3 <= len(parts) <= 4 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return int(parts[1])
 
 
 def is_script_item(item: object) -> TypeGuard[ScriptItem]:

@@ -1,5 +1,6 @@
-"""What an adapter raises, scrubbed of secrets before it leaves: the `ModelError`, the SDK
-exception kept as its `__cause__`, and everything chained to that.
+"""The adapters' one scrubber: what an adapter raises, scrubbed of secrets before it leaves
+(the `ModelError`, the SDK exception kept as its `__cause__`, and everything chained to that),
+and what the SDKs themselves log (`scrub_sdk_logs`).
 
 Every string goes through `core/_secrets.py` (`scrub_exception`: messages, `args`, notes, an
 SDK error's `message` and `body`). The HTTP response and request an SDK error holds are
@@ -7,16 +8,23 @@ replaced by copies whose headers, URL and body are scrubbed too (the request car
 API key in its headers; a server may echo it in its own), under whatever attribute they
 are kept (`request`, `response`, or a transport error's private `_request`). Nothing here
 imports an SDK.
+
+The SDKs log at DEBUG what they send and receive (request options, response headers, which a
+server may use to echo the key back). Each adapter, when it is made, registers its key with
+`scrub_sdk_logs`, which puts one `logging.Filter` on the SDK and HTTP client loggers: every
+record they make has its message, arguments, exception text and stack scrubbed of every
+registered key and of whatever `scrub` recognises, before any handler sees it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from thena_nb.core._secrets import REDACTED, exception_chain, redact_url, scrub, scrub_exception
 
-__all__ = ["scrubbed"]
+__all__ = ["scrub_sdk_logs", "scrubbed"]
 
 E = TypeVar("E", bound=BaseException)
 
@@ -87,3 +95,54 @@ def _text(response: Any) -> str:
         return str(response.text)
     except Exception:  # a streamed body never read
         return ""
+
+
+_SDK_LOGGERS = frozenset({"anthropic", "openai", "httpx", "httpx2", "httpcore"})
+"""The loggers (and their children) of the SDKs and the HTTP clients under them."""
+
+_logged_secrets: set[str] = set()
+"""Every adapter's key, for the log filter (a key stays registered: a record may outlive
+its adapter)."""
+
+
+class _LogScrubber(logging.Filter):
+    """Scrubs each record of an SDK logger in place; never drops one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = list(_logged_secrets)
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format: keep its parts, each scrubbed
+            message = f"{record.msg} {record.args!r}"
+        record.msg = scrub(message, also=secrets)
+        record.args = None  # (already in `msg`: nothing left to format)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, also=secrets)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info, also=secrets)
+        return True
+
+
+_FILTER = _LogScrubber()
+_loggers_seen = -1
+"""How many loggers existed at the last look (a new SDK module may have made one since)."""
+
+
+def scrub_sdk_logs(secrets: Iterable[str | None]) -> None:
+    """Register `secrets` (an adapter's keys) and make sure every SDK logger scrubs them.
+
+    Called when an adapter is made. The filter goes on each SDK logger once (a logger's
+    filters see only its own records, not those its children pass up); loggers are looked
+    for again only when new ones have appeared since the last call.
+    """
+    global _loggers_seen
+    _logged_secrets.update(value for value in secrets if value)
+    loggers = logging.Logger.manager.loggerDict
+    if len(loggers) == _loggers_seen:
+        return
+    _loggers_seen = len(loggers)
+    for name, logger in list(loggers.items()):
+        if name.partition(".")[0] in _SDK_LOGGERS and isinstance(logger, logging.Logger):
+            logger.addFilter(_FILTER)  # (once: a filter already there is not added again)

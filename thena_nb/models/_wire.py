@@ -14,8 +14,27 @@ user and one assistant. `AnthropicModel` and `OpenAICompatModel` bridge the two 
 - a history that does not start with a user message gets `START_PROMPT` first, and one that
   ends with the asker's own answer gets `CONTINUE_PROMPT` last.
 
-Each adapter keeps what its API requires: the shape of messages and blocks, which calls may
-go on the wire with their results, and how neighbouring messages are joined.
+Where a tool result may stand (both APIs want a call's result right after the call: the
+Messages API a `tool_result` block at the start of the next `user` message, chat
+completions a `tool` message right after the assistant message with the `tool_calls`):
+
+- one of the asker's native calls goes on the wire as the API's own call only when its
+  result stands right after the assistant message that made it, among the `tool` messages
+  that follow it before any other message (`answered_ids`); the result then goes as the
+  API's own result, once;
+- any other call is written as text in its assistant message, each API's way, and any
+  other result is user text where it stands in the history (`result_text`): a result
+  after a user text that came between (a history processor's, a trace's), after another
+  agent's turn, a second result for one call, a result whose call was cut. Nothing is
+  moved, so the model reads the history in the order it happened.
+
+Arguments, wherever either adapter writes them (the API's own call, another agent's call
+as text, a call written as text), are JSON with the keys in the model's own order (as it
+gave them; a gate's edit in the order the edit gave them) and non-ASCII text as it is
+(`dumps`).
+
+Each adapter keeps what its API requires: the shape of messages and blocks, and how
+neighbouring messages are joined.
 """
 
 from __future__ import annotations
@@ -36,6 +55,7 @@ __all__ = [
     "CallsById",
     "Resumes",
     "answered_call",
+    "answered_ids",
     "attributed_turn",
     "dumps",
     "frame",
@@ -143,9 +163,10 @@ def note_calls(calls: CallsById, message: Message) -> None:
     """Add an assistant message's calls to `calls`, the calls of the history so far, as a
     mapping loop meets them: a tool message answers the latest call with its id before it.
 
-    Ids should be unique, but servers that leave them out get `call_0`, `call_1`, … in every
-    turn (and some repeat their own): a result must not be shown as answering a later call
-    that happens to share its id, which another agent may have made to another tool.
+    Ids are unique within a run (the executor sees to it), but a history from elsewhere (a
+    run stored before it did, a history processor's) may repeat one: a result must not be
+    shown as answering a later call that happens to share its id, which another agent may
+    have made to another tool.
     """
     for call in message.tool_calls:
         calls[call.id] = (message.agent, call)
@@ -175,6 +196,31 @@ def answered_call(message: Message, calls: CallsById) -> tuple[str | None, ToolC
     return calls.get(message.tool_call_id or "", (message.agent, None))
 
 
+def answered_ids(messages: Sequence[Message], i: int) -> set[str]:
+    """The call ids that the `tool` messages right after assistant message `i` answer: those
+    before any other message. Only these of its calls may go on the wire as the API's own
+    calls, with their results as the API's own results (both APIs reject a call left
+    unanswered and a result that does not follow its call).
+
+    Example:
+        >>> from thena_nb.core.types import Message
+        >>> calls = [ToolCall(id="c1", name="f"), ToolCall(id="c2", name="f")]
+        >>> asked = Message(role="assistant", content="", tool_calls=calls)
+        >>> done = Message(role="tool", content="4", tool_call_id="c1")
+        >>> later = Message(role="tool", content="5", tool_call_id="c2")
+        >>> answered_ids([asked, done, Message(role="user", content="Hm?"), later], 0)
+        {'c1'}
+    """
+    ids: set[str] = set()
+    for j in range(i + 1, len(messages)):
+        message = messages[j]
+        if message.role != "tool":
+            break
+        if message.tool_call_id is not None:
+            ids.add(message.tool_call_id)
+    return ids
+
+
 def outcome(message: Message) -> Literal["failed", "returned"]:
     """How a tool message's call ended, as its user text says it."""
     return "failed" if message.is_error else "returned"
@@ -199,20 +245,26 @@ def attributed_turn(message: Message, *, arguments_json: Callable[[object], str]
     return "\n".join(lines)
 
 
-def result_text(message: Message, *, author: str | None, name: str, agent: str) -> str:
+def result_text(message: Message, *, author: str | None, name: str | None, agent: str) -> str:
     """A tool result as user text for `agent`.
 
     Args:
         message: The `tool` message.
         author: The agent that made the call.
-        name: The called tool's name.
+        name: The called tool's name; `None` when the call is not in the history (a history
+            processor cut it).
         agent: The asking agent.
 
     Returns:
         ``Your call to `name` returned:`` (or ``failed:``) and the result for the asker's own
-        call; ``[author] `name` returned:`` and the result for another agent's.
+        call; ``[author] `name` returned:`` and the result for another agent's; ``Call `id`
+        returned:`` (``[author] call `id` returned:``) for a call that was cut.
     """
-    who = f"Your call to `{name}`" if owns(author, agent) else f"[{author}] `{name}`"
+    if name is None:
+        label = "Call" if owns(author, agent) else f"[{author}] call"
+        who = f"{label} `{message.tool_call_id}`"
+    else:
+        who = f"Your call to `{name}`" if owns(author, agent) else f"[{author}] `{name}`"
     return f"{who} {outcome(message)}:\n{message.content}"
 
 

@@ -5,13 +5,15 @@ between one user and one assistant. `request_params` bridges the two:
 
 - the asking agent's own turns are `assistant` messages: its text, then a `tool_use` block
   per native call; each result is a `tool_result` block (with `is_error` for a failed call)
-  in the `user` message right after;
+  in the `user` message right after, when it stands right after its call in the history
+  (`_wire`: where a tool result may stand); any other of its calls is written as text
+  (``(called `f` with {...}; no result)``), and its result is `user` text where it stands;
+- a call's arguments, as `input` or as text, keep the model's own key order;
 - other agents' turns and tool results are attributed `user` text (`[SecurityAgent] ...`);
 - rescued calls (found in the model's text) have no API id: the text carries the call and
   the result comes back as `user` text;
-- same-role neighbours are merged, `tool_result` blocks go first in their message, a call
-  without its result (or a result without its call) becomes text, and a continuation
-  message follows when the history ends with the model's own answer;
+- same-role neighbours are merged, `tool_result` blocks go first in their message, and a
+  continuation message follows when the history ends with the model's own answer;
 - with `thinking=` on, the asking agent's own turns start with the `thinking` and
   `redacted_thinking` blocks the API sent (`Message.reasoning_blocks`), unchanged, as the
   API requires of a turn that thought and called tools; such a turn is never merged into
@@ -27,7 +29,8 @@ SDK errors are mapped in one place, `_map_error`: 408, 409, 429, 5xx (529 overlo
 timeouts and dropped connections raise `TransientModelError` for the executor to retry
 (the SDK's own retries are off); anything else, including an answer that is not JSON or not
 a message, raises a final `ModelError`. What it raises is scrubbed of the API key first
-(`_scrubbed.scrubbed`), the SDK exception kept as `__cause__` included.
+(`_scrubbed.scrubbed`), the SDK exception kept as `__cause__` included; so is what the SDK
+logs (`_scrubbed.scrub_sdk_logs`).
 """
 
 from __future__ import annotations
@@ -62,13 +65,14 @@ from thena_nb.core.model import ModelRequest, Reply
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._pools import LoopClients, ssl_context
 from thena_nb.models._retry import status_error, transient_status
-from thena_nb.models._scrubbed import scrubbed
+from thena_nb.models._scrubbed import scrub_sdk_logs, scrubbed
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
     CallsById,
     Resumes,
     answered_call,
+    answered_ids,
     attributed_turn,
     dumps,
     frame,
@@ -76,7 +80,6 @@ from thena_nb.models._wire import (
     listed,
     native_calls,
     note_calls,
-    outcome,
     owns,
     plain_copy,
     read,
@@ -163,6 +166,7 @@ class AnthropicModel:
         # `wf.run()` may start a fresh loop per run, so the client is made per loop.
         self._clients: LoopClients[anthropic.AsyncAnthropic] = LoopClients()
         self._resumes: Resumes[_Kept] = Resumes()
+        scrub_sdk_logs(self._secrets())  # the SDK's own DEBUG logging
 
     def __repr__(self) -> str:
         args = [repr(self.name)]
@@ -289,6 +293,7 @@ class AnthropicModel:
         self.__dict__.update(state)
         self._clients = LoopClients()
         self._resumes = Resumes()
+        scrub_sdk_logs(self._secrets())  # (a copy in another process: its loggers too)
 
     def _map_error(self, exc: BaseException, agent: str) -> ModelError:
         """The one place SDK and transport errors become `ModelError`s."""
@@ -678,18 +683,20 @@ def _merge_from(
     (`Resumes`)."""
     last = last_assistant(history, start) if keep else -1
     kept = None
+    wire_ids: set[str] = set()  # the asker's calls whose results may follow as `tool_result`
     for i in range(start, len(history)):
         message = history[i]
         match message.role:
             case "user":
                 segment = _map_user(message)
+                wire_ids = set()  # a result after it is text
             case "assistant":
                 if i == last:
                     kept = (i, dict(calls), _open_last(merged))
                 note_calls(calls, message)
-                segment = _map_assistant(message, agent, reasoning=reasoning)
+                segment, wire_ids = _map_assistant(history, i, agent, reasoning=reasoning)
             case "tool":
-                segment = _map_tool(message, agent, calls)
+                segment = _map_tool(message, agent, calls, wire_ids)
         if segment[1]:
             _join_onto(merged, segment)
     return kept
@@ -716,7 +723,7 @@ def _message(role: Role, blocks: list[Block]) -> Block:
 
 
 def _json(value: object) -> str:
-    return dumps(value, sort_keys=True, default=None)
+    return dumps(value)  # the model's own key order, as chat completions writes it (`_wire`)
 
 
 def _text(text: str) -> Block:
@@ -732,24 +739,32 @@ def _map_user(message: Message) -> tuple[Role, list[Block]]:
     return "user", _text_blocks(message.content)
 
 
-def _map_assistant(message: Message, agent: str, *, reasoning: bool) -> tuple[Role, list[Block]]:
+def _map_assistant(
+    history: list[Message], i: int, agent: str, *, reasoning: bool
+) -> tuple[tuple[Role, list[Block]], set[str]]:
+    """Assistant message `i`, and the ids of its calls that go as `tool_use` blocks: the
+    asker's native calls whose results follow right after it (`answered_ids`)."""
+    message = history[i]
     if not owns(message.agent, agent):
-        return "user", _text_blocks(attributed_turn(message, arguments_json=_json))
+        return ("user", _text_blocks(attributed_turn(message, arguments_json=_json))), set()
     thought = [dict(block) for block in message.reasoning_blocks] if reasoning else []
-    return "assistant", thought + _text_blocks(message.content) + [
-        _tool_use(call) for call in native_calls(message)
-    ]
+    native = native_calls(message)
+    answered = answered_ids(history, i) if native else set()
+    blocks = [_tool_use(c) if c.id in answered else _unanswered(c) for c in native]
+    wire = {c.id for c in native if c.id in answered}
+    return ("assistant", thought + _text_blocks(message.content) + blocks), wire
 
 
-def _map_tool(message: Message, agent: str, calls: CallsById) -> tuple[Role, list[Block]]:
+def _map_tool(
+    message: Message, agent: str, calls: CallsById, wire_ids: set[str]
+) -> tuple[Role, list[Block]]:
+    call_id = message.tool_call_id or ""
+    if call_id in wire_ids:  # right after its call (`_wire`: where a tool result may stand)
+        wire_ids.discard(call_id)  # (a second result for the call is text)
+        return "user", [_tool_result(call_id, message.content, is_error=message.is_error)]
     author, call = answered_call(message, calls)
-    if call is None:  # its call was cut from the history
-        label = f"[{author}] call" if not owns(author, agent) else "Call"
-        text = f"{label} `{message.tool_call_id}` {outcome(message)}:\n{message.content}"
-        return "user", [_text(text)]
-    if not owns(author, agent) or call.source == "rescued":
-        return "user", [_text(result_text(message, author=author, name=call.name, agent=agent))]
-    return "user", [_tool_result(call.id, message.content, is_error=message.is_error)]
+    name = call.name if call is not None else None
+    return "user", [_text(result_text(message, author=author, name=name, agent=agent))]
 
 
 def _tool_use(call: ToolCall) -> Block:
@@ -829,3 +844,8 @@ def _orphan_result(block: Block) -> Block:
 
 def _unanswered_use(block: Block) -> Block:
     return _text(f"(called `{block['name']}` with {_json(block['input'])}; no result)")
+
+
+def _unanswered(call: ToolCall) -> Block:
+    """One of the asker's calls whose result does not follow it: text, as `_unanswered_use`."""
+    return _text(f"(called `{call.name}` with {_json(call.arguments)}; no result)")

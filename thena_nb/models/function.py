@@ -7,7 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models._offline import OfflineModel, as_reply, with_call_ids
+from thena_nb.models._offline import (
+    OfflineModel,
+    as_reply,
+    needs_ids,
+    with_call_ids,
+)
 
 __all__ = ["FunctionModel"]
 
@@ -42,7 +47,8 @@ class FunctionModel(OfflineModel):
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Call the function and turn what it returns into a `Reply`."""
-        call, ids = self._receive(request)
+        entry = self._receive(request)
+        call = entry[0]
         if self._is_async:
             value = await self.fn(request)
         elif self.blocking:
@@ -52,7 +58,11 @@ class FunctionModel(OfflineModel):
         else:
             value = self.fn(request)
         if type(value) is Reply:  # what the reply helpers make: nothing to check or to say
-            return with_call_ids(value, ids)
+            if needs_ids(value):
+                return with_call_ids(value, self._calls.ids(entry, call, request.messages))
+            return value
+        numbered = isinstance(value, Reply) and needs_ids(value)
+        ids = self._calls.ids(entry, call, request.messages) if numbered else call
         return as_reply(value, where=f"FunctionModel {self.name!r} call {call}", call=ids)
 
     def __repr__(self) -> str:

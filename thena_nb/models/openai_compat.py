@@ -5,7 +5,10 @@ How the workflow's history goes on the wire:
 
 - `request.system` is the system message (in `tools_mode="prompt"` the tool section follows it).
 - The asking agent's own assistant messages keep their text; their native calls become
-  `tool_calls` with their ids and JSON-string `arguments`, answered by `tool` messages.
+  `tool_calls` with their ids and JSON-string `arguments` (keys in the model's own order),
+  answered by `tool` messages, when their results stand right after them in the history
+  (`_wire`: where a tool result may stand); any other of its calls is written as
+  `<tool_call>` text, and its result goes back as user text where it stands.
 - Calls rescued from text are not sent as `tool_calls` (their ids were never the server's): the
   assistant text already holds them, and each result goes back as user text
   (``Your call to `get_weather` returned:`` and the result).
@@ -46,13 +49,14 @@ from thena_nb.core.model import ModelRequest, Reply, ToolSpec
 from thena_nb.core.types import Message, ToolCall
 from thena_nb.models._pools import LoopClients, ssl_context
 from thena_nb.models._retry import status_error
-from thena_nb.models._scrubbed import scrubbed
+from thena_nb.models._scrubbed import scrub_sdk_logs, scrubbed
 from thena_nb.models._wire import (
     CONTINUE_PROMPT,
     START_PROMPT,
     CallsById,
     Resumes,
     answered_call,
+    answered_ids,
     attributed_turn,
     dumps,
     frame,
@@ -209,6 +213,7 @@ class OpenAICompatModel:
         self._client = client
         self._clients: LoopClients[openai.AsyncOpenAI] = LoopClients()
         self._resumes: Resumes[_Mapped] = Resumes()
+        scrub_sdk_logs(self._secrets())  # the SDK's own DEBUG logging
 
     def __repr__(self) -> str:
         parts = [repr(self.model), f"base_url={redact_url(self.base_url or '')!r}"]
@@ -319,6 +324,7 @@ class OpenAICompatModel:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, max_retries=0, http_client=_pool(), **settings
             )
+        scrub_sdk_logs(self._secrets())  # (a copy in another process: its loggers too)
 
     async def _respond_streamed(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], request: ModelRequest
@@ -512,6 +518,7 @@ def _map_from(
         match message.role:
             case "user":
                 _add_user(out, message.content)
+                wire_ids = set()  # a result after it is text
             case "assistant":
                 if i == last:
                     state = (i, (_unshared(out), dict(calls)))
@@ -551,7 +558,7 @@ def _map_assistant(
         _add_user(out, attributed_turn(message))
         return set()
     native = native_calls(message)
-    answered = _answered_ids(messages, i) if native_tools else set()
+    answered = answered_ids(messages, i) if native_tools else set()
     wire = [c for c in native if c.id in answered]
     # Rescued calls are in the text already; native calls that cannot go on the wire are
     # written the way `tools_mode="prompt"` asks the model to write them.
@@ -574,22 +581,6 @@ def _map_assistant(
     return {c.id for c in wire}
 
 
-def _answered_ids(messages: Sequence[Message], i: int) -> set[str]:
-    """Ids answered by the `tool` messages right after assistant message `i`.
-
-    The API rejects a `tool_calls` entry that no `tool` message answers, so a call whose
-    result is missing (a history processor dropped it) is shown as text instead.
-    """
-    ids: set[str] = set()
-    for j in range(i + 1, len(messages)):
-        message = messages[j]
-        if message.role != "tool":
-            break
-        if message.tool_call_id is not None:
-            ids.add(message.tool_call_id)
-    return ids
-
-
 def _map_tool(
     out: list[dict[str, Any]],
     message: Message,
@@ -598,11 +589,12 @@ def _map_tool(
     wire_ids: set[str],
 ) -> None:
     call_id = message.tool_call_id or ""
-    if call_id in wire_ids:
+    if call_id in wire_ids:  # right after its call (`_wire`: where a tool result may stand)
+        wire_ids.discard(call_id)  # (a second result for the call is text)
         out.append({"role": "tool", "tool_call_id": call_id, "content": message.content})
         return
     author, call = answered_call(message, calls)
-    name = call.name if call is not None else "tool"
+    name = call.name if call is not None else None
     _add_user(out, result_text(message, author=author, name=name, agent=agent))
 
 
@@ -651,12 +643,10 @@ def _reply_from_completion(completion: dict[str, Any]) -> Reply:
     choice = completion["choices"][0]
     message = choice["message"]
     calls = []
-    for n, tc in enumerate(message.get("tool_calls") or ()):
+    for tc in message.get("tool_calls") or ():
         if tc.get("type", "function") == "function":  # (some servers leave `type` out)
             function = tc["function"]
-            calls.append(
-                _tool_call(tc.get("id"), n, function.get("name"), function.get("arguments"))
-            )
+            calls.append(_tool_call(tc.get("id"), function.get("name"), function.get("arguments")))
     thought, text = split_leading_think(message.get("content") or "")
     return Reply(
         text=text,
@@ -768,10 +758,12 @@ class _ThinkFilter:
         return self.seen[end + len(self.closing) :].lstrip()
 
 
-def _tool_call(call_id: str | None, n: int, name: str | None, raw: str | None) -> ToolCall:
-    # Some servers leave the id out; the executor still needs one per call.
+def _tool_call(call_id: str | None, name: str | None, raw: str | None) -> ToolCall:
+    # Some servers leave the id out; the executor still needs one per call, and one no other
+    # call of the run has: `call_<24 random hex digits>`, as the API's own ids look (a
+    # `call_<n>` would be the same in every reply).
     return ToolCall(
-        id=call_id or f"call_{n}",
+        id=call_id or f"call_{os.urandom(12).hex()}",
         name=name or "",
         arguments=parse_arguments(raw),
         source="native",
@@ -880,8 +872,8 @@ class _StreamedReply:
     def reply(self) -> Reply:
         """The assembled `Reply`."""
         calls = [
-            _tool_call(c["id"], n, c["name"], c["arguments"])
-            for n, c in enumerate(self.calls[i] for i in sorted(self.calls))
+            _tool_call(c["id"], c["name"], c["arguments"])
+            for c in (self.calls[i] for i in sorted(self.calls))
         ]
         thought, text = split_leading_think("".join(self.text))
         return Reply(

@@ -11,6 +11,7 @@ from thena_nb.models._offline import (
     ScriptItem,
     answer,
     is_script_item,
+    needs_ids,
     prepared,
 )
 
@@ -49,12 +50,15 @@ class ScriptedModel(OfflineModel):
         super().__init__(name)
         self.delay = delay
         # Call n always answers with reply n, so its ids can be fixed once, here (`respond`
-        # renumbers them in a resumed run).
+        # renumbers them past those the history it is sent holds already: another offline
+        # model's, a resumed or forked run's).
         self._ready = [prepared(item, i + 1) for i, item in enumerate(self.replies)]
+        self._numbered = [isinstance(item, Reply) and needs_ids(item) for item in self.replies]
 
     async def respond(self, request: ModelRequest) -> Reply:
         """Answer with the next scripted reply of the current run."""
-        call, ids = self._receive(request)
+        entry = self._receive(request)
+        call = entry[0]
         position = call - 1
         if position >= len(self.replies):
             raise ScriptExhaustedError(
@@ -63,11 +67,14 @@ class ScriptedModel(OfflineModel):
                 f"the loop sooner (`until`, `max_iterations`).",
                 model_name=self.name,
             )
+        # Numbered from what was asked (the history), before any wait.
+        numbered = self._numbered[position]
+        ids = self._calls.ids(entry, call, request.messages) if numbered else call
         if self.delay:
             import asyncio  # only here: `from thena_nb.models import ScriptedModel` defers it
 
             await asyncio.sleep(self.delay)
-        if ids != call:  # a resumed run: its ids continue after those in the history
+        if ids != call:  # past the ids the history holds already
             return answer(prepared(self.replies[position], ids))
         return answer(self._ready[position])
 
