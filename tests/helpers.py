@@ -39,8 +39,8 @@ def fail_call() -> object:
 
 class HeldModel:
     """A scripted model whose call number `hold_at` (1-based) starts, sets `held` and then
-    waits until it is cancelled: a test can act while that call is surely in flight,
-    whatever the machine's load."""
+    waits until it is cancelled, or until the test sets `release`: a test can act while
+    that call is surely in flight, whatever the machine's load."""
 
     def __init__(self, replies: list[object], hold_at: int) -> None:
         self.scripted = ScriptedModel(replies)  # type: ignore[arg-type]
@@ -48,12 +48,13 @@ class HeldModel:
         self.hold_at = hold_at
         self.calls = 0
         self.held = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def respond(self, request: ModelRequest) -> Reply:
         self.calls += 1
         if self.calls == self.hold_at:
             self.held.set()
-            await asyncio.Event().wait()  # until cancelled
+            await self.release.wait()  # until released, or cancelled
         return await self.scripted.respond(request)
 
 

@@ -163,7 +163,9 @@ def runs(*, store: Any = None) -> pd.DataFrame:
     """The stored runs as a pandas DataFrame, one row per run, in the order they started.
 
     Columns: `run_id`, `workflow`, `input`, `status`, `stop_reasons` (a dict of loop path to
-    stop reason), `turns`, `input_tokens`, `output_tokens`, `started_at` (UTC).
+    stop reason), `turns`, `input_tokens`, `output_tokens`, `started_at` (UTC), and for a
+    fork or a continuation, `parent_run_id` (the run it came from) and `forked_at` (the turn
+    it went live from), missing (`<NA>`) for any other run.
 
     Args:
         store: The store to list; the default store when not given.

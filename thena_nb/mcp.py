@@ -9,10 +9,12 @@ agent = Agent("Clock", model=model, tools=[time_server])
 
 A run connects to each server its agents name when the first live model call needs the
 tools (a replay whose results are all recorded connects to none), lists the tools once and
-keeps them for its turns, and disconnects when it ends or its session is stopped; servers
-still open when the interpreter exits (a kernel shutting down) are closed then. A stdio
+keeps them for its turns, and disconnects when it ends or its session is stopped, or when a
+session dropped unfinished (paused, never stopped) is collected; servers still open when the
+interpreter exits (a kernel shutting down) are closed then. A stdio
 server's stderr is kept in a temporary file, never handed the kernel's `sys.stderr`, and
-shown when the server fails. Needs the `mcp` extra: `pip install "thena_nb[mcp]"`.
+shown when the server fails. Needs the `mcp` extra: `pip install "thena_nb[mcp]"`; without
+it `mcp.stdio(...)` and `mcp.http(...)` raise `ImportError` saying so, before any run.
 
 Each MCP tool is a `SchemaTool` whose spec is the server's `inputSchema`; arguments are
 checked against it with `jsonschema` before the call; an `isError` result fails the call
@@ -68,6 +70,9 @@ def stdio(
         call_timeout: Seconds a tool call waits for the server's answer; past it the call
             fails (the model is told) and the run goes on.
 
+    Raises:
+        ImportError: The MCP SDK is not installed (`pip install 'thena_nb[mcp]'`).
+
     Example:
         >>> from thena_nb import Agent, mcp
         >>> from thena_nb.models import ScriptedModel
@@ -99,6 +104,9 @@ def http(
         gate: `False` to gate none of its tools; by default the destructive ones are gated.
         startup_timeout: Seconds the server has to answer `initialize` and list its tools.
         call_timeout: Seconds a tool call waits for the server's answer.
+
+    Raises:
+        ImportError: The MCP SDK is not installed (`pip install 'thena_nb[mcp]'`).
 
     Example:
         >>> from thena_nb import mcp

@@ -344,6 +344,79 @@ def test_a_loaded_run_continues_with_a_workflow_and_says_so_without(
     assert second.parent_run_id == first.run_id
 
 
+class Rounds:
+    """A chat whose model adds twice after each user message, then answers; model requests
+    and tool calls are counted."""
+
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+
+        @tool
+        def add(a: int, b: int) -> int:
+            """Add two numbers."""
+            self.ran.append(a)
+            return a + b
+
+        self.model = FunctionModel(self.respond, name="rounds")
+        agent = Agent("Calc", model=self.model, tools=[add])
+        self.wf = Workflow("rounds", [loop(steps=[agent], until=until_answered)])
+
+    @staticmethod
+    def respond(request: ModelRequest) -> Any:
+        last_user = max(i for i, m in enumerate(request.messages) if m.role == "user")
+        results = [m for m in request.messages[last_user:] if m.role == "tool"]
+        if len(results) < 2:
+            return reply.tool("add", a=len(results), b=1)
+        return f"{request.messages[last_user].content} done"
+
+    @property
+    def calls(self) -> tuple[int, int]:
+        return len(self.model.requests), len(self.ran)
+
+
+def test_a_continuation_replays_an_earlier_one_with_no_call(sqlite: SqliteRunStore) -> None:
+    """`continue_with(text, replay=earlier)` of a stored run reuses the earlier
+    continuation's new turns, tool results included, as `wf.run(replay=)` does."""
+    chat = Rounds()
+    first = chat.wf.run("go", store=sqlite)
+    earlier = first.continue_with("Again.", store=sqlite)
+    assert chat.calls == (6, 4) and len(earlier.turns) == 6
+    parent = Run.load(first.run_id, store=sqlite)
+    recorded = Run.load(earlier.run_id, store=sqlite)
+    again = parent.continue_with("Again.", workflow=chat.wf, replay=recorded, store=sqlite)
+    assert chat.calls == (6, 4)  # no model call, no tool call
+    assert again.replay_diverged_at is None
+    assert [(t.replayed, t.attempts) for t in again.turns[3:]] == [(True, 0)] * 3
+    assert again.history == earlier.history and same_turns(again, earlier)
+    assert again.output == "Again. done" and again.status == "finished"
+    assert (again.parent_run_id, again.forked_at) == (first.run_id, 3)
+    assert Run.load(again.run_id, store=sqlite).history == earlier.history
+
+
+def test_a_continuation_of_a_continuation_replays_too() -> None:
+    """The replayed run's own earlier follow-ups are in the parent's history already."""
+    chat = Rounds()
+    second = chat.wf.run("go", store=False).continue_with("Again.", store=False)
+    third = second.continue_with("Once more.", store=False)
+    before = chat.calls
+    again = second.continue_with("Once more.", replay=third, store=False)
+    assert chat.calls == before and again.replay_diverged_at is None
+    assert again.history == third.history
+    assert [m.content for m in again.history if m.role == "user"] == ["go", "Again.", "Once more."]
+
+
+def test_a_continuation_with_other_text_goes_live_where_it_differs() -> None:
+    chat = Rounds()
+    first = chat.wf.run("go", store=False)
+    earlier = first.continue_with("Again.", store=False)
+    before = chat.calls
+    other = first.continue_with("Something else.", replay=earlier, store=False)
+    assert chat.calls == (before[0] + 3, before[1] + 2)
+    assert other.replay_diverged_at == 3
+    assert [t.replayed for t in other.turns[3:]] == [False] * 3
+    assert other.output == "Something else. done"
+
+
 # -- stored, listed, replayed ----------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import HeldModel, add_call, calc, fail_call
 
 from thena_nb import Agent, Event, Workflow, loop, parallel, until_answered
-from thena_nb.models import ScriptedModel
+from thena_nb.models import FunctionModel, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -97,15 +97,27 @@ async def test_stop_while_running_cancels_the_model_call_in_flight() -> None:
 
 async def test_stop_mid_parallel_keeps_the_branch_turns_that_finished() -> None:
     """A stop while a parallel block runs cancels the model calls in flight; the branch
-    turns that finished before it are kept (S28), in declaration order."""
-    a = Agent("A", model=ScriptedModel(["a"], delay=0.01))
-    b = Agent("B", model=ScriptedModel(["b"], delay=5))
+    turns that finished before it are kept (S28), in declaration order. (B's call starts
+    once A's turn is done, and the stop comes while it is in flight: events, no clock.)"""
+    a_done, b_in_flight = asyncio.Event(), asyncio.Event()
+
+    def a_finished(ctx: object) -> None:
+        a_done.set()  # a step after A's turn, in A's branch: that turn is done
+
+    async def b_answers(request: object) -> str:
+        await a_done.wait()
+        b_in_flight.set()
+        await asyncio.Event().wait()  # until the stop cancels it
+        return "never"
+
+    a = loop(steps=[Agent("A", model=ScriptedModel(["a"])), a_finished], until=lambda ctx: True)
+    b = Agent("B", model=FunctionModel(b_answers))
     after = Agent("After", model=ScriptedModel(["never"]))
     s = Workflow("w", [parallel([a, b]), after]).session("go")
     task = asyncio.ensure_future(s.run())
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(b_in_flight.wait(), 10)
     s.stop()
-    run = await asyncio.wait_for(task, 1)
+    run = await asyncio.wait_for(task, 10)
     assert run.status == "stopped"
     assert [t.agent for t in run.turns] == ["A"]
 

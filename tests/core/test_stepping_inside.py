@@ -122,6 +122,34 @@ async def test_open_loops_shows_the_loop_of_the_branch_being_stepped() -> None:
     assert [o.path for o in s.open_loops] == ["w/0.loop"]
 
 
+async def test_open_loops_lists_the_loops_of_branches_running_together() -> None:
+    """Stepped into a block of two loops, then `run()`: while both branches' model calls are
+    under way, both loops are open and listed, each branch's in declaration order."""
+    a, b = _Held([add_call(), "a"]), _Held(["b"])
+    block = parallel(
+        [
+            loop(steps=[Agent("A", model=a.model, tools=[add])], until=until_answered),
+            loop(steps=[Agent("B", model=b.model, tools=[add])], until=until_answered),
+        ]
+    )
+    s = Workflow("w", [block]).session("go", store=False)
+    stepping = asyncio.ensure_future(s.step())
+    await a.answer()
+    first = await asyncio.wait_for(stepping, 2)
+    assert first is not None and first.agent == "A"  # B has not started
+    assert [(o.path, o.iteration) for o in s.open_loops] == [("w/0.parallel/0.loop", 2)]
+    running = asyncio.ensure_future(s.run())  # the branches now run together
+    calls = [await a.entered(), await b.entered()]
+    assert [(o.path, o.iteration) for o in s.open_loops] == [
+        ("w/0.parallel/0.loop", 2),
+        ("w/0.parallel/1.loop", 1),
+    ]
+    for call in calls:
+        call.set_result(None)
+    run = await asyncio.wait_for(running, 2)
+    assert run.status == "finished" and s.open_loops == []
+
+
 async def test_stepping_pauses_before_a_branch_turns_tools() -> None:
     wf = _review()
     s = wf.session("go", store=False)

@@ -17,9 +17,10 @@ from thena_nb.models import ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio
 
-HINT = (
-    "The limit is `@tool(timeout=...)` or `Workflow(tool_timeout=...)`: raise it there if the "
-    "tool needs longer."
+HINT = "The limit is the tool's own `@tool(timeout=0.05)`: raise it there if the tool needs longer."
+WORKFLOW_HINT = (
+    "The limit is the workflow's `Workflow(tool_timeout=0.05)`: raise it there if the tool "
+    "needs longer."
 )
 
 
@@ -93,7 +94,9 @@ async def test_the_workflow_tool_timeout_applies_to_tools_without_their_own() ->
         return "done"
 
     run = await one_call_workflow(wait, tool_timeout=0.05).arun("go", store=False)
-    assert "timed out after 0.05 s" in (run.turns[0].tool_calls[0].error or "")
+    error = run.turns[0].tool_calls[0].error or ""
+    assert "timed out after 0.05 s" in error
+    assert error.endswith(WORKFLOW_HINT)  # the limit that applied, not `@tool(timeout=...)`
 
     @tool(name="wait", timeout=10)
     async def patient(s: float) -> str:

@@ -170,10 +170,15 @@ def test_changing_a_variant_runs_it_again() -> None:
 @pytest.mark.anyio
 async def test_cancelling_keeps_the_finished_runs_and_a_rerun_reuses_them() -> None:
     release = asyncio.Event()
+    stuck: list[str] = []
+    both_stuck = asyncio.Event()
 
     async def fast_or_stuck(request: ModelRequest) -> str:
-        if "slow" in request.messages[0].content:
-            await release.wait()  # never set: these runs are in flight when we cancel
+        if "slow" in request.messages[0].content and not release.is_set():
+            stuck.append(request.messages[0].content)
+            if len(stuck) == 2:
+                both_stuck.set()
+            await release.wait()  # not set before the cancel: these runs are in flight
         return "answer"
 
     model = FunctionModel(fast_or_stuck)
@@ -183,11 +188,13 @@ async def test_cancelling_keeps_the_finished_runs_and_a_rerun_reuses_them() -> N
     task = asyncio.create_task(
         arun_experiment(wf, inputs, concurrency=4, store=store, progress=False)
     )
-    deadline = time.monotonic() + 5
-    while len([r for r in store.list_runs() if r["status"] == "finished"]) < 2:
-        assert time.monotonic() < deadline, "the fast runs did not finish"
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
+
+    async def fast_runs_stored() -> None:
+        while len([r for r in store.list_runs() if r["status"] == "finished"]) < 2:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(both_stuck.wait(), 30)  # the slow runs' calls are in flight
+    await asyncio.wait_for(fast_runs_stored(), 30)  # a bound, not a speed
     task.cancel()
     with pytest.raises(asyncio.CancelledError) as caught:
         await task

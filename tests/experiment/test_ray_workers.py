@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from messages_api_server import MessagesAPIServer, text
 
-from thena_nb import Agent, Workflow, tool
+from thena_nb import Agent, Decision, Workflow, loop, tool, until_answered
 from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.models import AnthropicModel, reply
+from thena_nb.models import AnthropicModel, FunctionModel, reply
 from thena_nb.store import MemoryRunStore
 
 pytestmark = pytest.mark.ray
@@ -112,3 +112,25 @@ def test_what_cannot_be_sent_to_ray_is_named(ray_two_cpus: Any) -> None:
     assert "the tools[0] 'locked' of agent 'Finder'" in message
     assert "cannot pickle '_thread.lock'" in message
     assert "_repr_html_" not in message
+
+
+def test_approve_reaches_the_ray_workers(ray_two_cpus: Any) -> None:
+    """`wf.map(approve=)` decides the gated calls of runs on Ray workers too."""
+
+    @tool(gate=lambda call: True)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    def clerk(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return "Paid."
+        return reply.tool("pay", amount=int(request.messages[0].content))
+
+    agent = Agent("Clerk", model=FunctionModel(clerk), tools=[pay])
+    wf = Workflow("shop", [loop(steps=[agent], until=until_answered)])
+    exp = wf.map(["5", "7"], backend="ray", approve=lambda p: Decision.reject("no"),
+                 store=False, progress=False)  # fmt: skip
+    calls = [r.turns[0].tool_calls[0] for r in exp.runs]
+    assert [(c.decision, c.ok) for c in calls] == [("reject", False)] * 2
+    assert [r.status for r in exp.runs] == ["finished"] * 2

@@ -171,10 +171,12 @@ def test_what_cannot_be_fingerprinted_is_never_reused_and_said_once(tmp_path: Pa
     assert sorted(r.output for r in again.runs) == ["c", "d"]
 
 
+@pytest.mark.parametrize("keep_runs", [True, False])
 def test_reused_runs_are_counted_as_they_are_found(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    keep_runs: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A progress bar over a re-run moves while stored runs load, not all at once at the end."""
+    """A progress bar over a re-run moves while stored runs load (runs kept) or are
+    summarised (runs not kept: a batch at a time), not all at once at the end."""
     counted: list[int] = []
     seen_while_loading: list[int] = []
 
@@ -183,11 +185,15 @@ def test_reused_runs_are_counted_as_they_are_found(
             seen_while_loading.append(len(counted))
             return super().load(run_id)
 
+        def summaries(self, run_ids: Any) -> Any:
+            seen_while_loading.append(len(counted))
+            return super().summaries(run_ids)
+
     store = WatchedStore(tmp_path / "runs.db")
     wf = Workflow("w", [Agent("A", model=ScriptedModel(["x"] * 200))])
     inputs = [f"q{i}" for i in range(150)]
     wf.map(inputs, store=store, progress=False)
-    from thena_nb.experiments import _runner
+    from thena_nb.experiments import _plan, _runner
 
     bar_updates: list[int] = []
 
@@ -200,9 +206,14 @@ def test_reused_runs_are_counted_as_they_are_found(
             pass
 
     monkeypatch.setattr(_runner, "_progress_bar", lambda total, enabled, name: Bar())
-    again = wf.map(inputs, store=store, progress=True)
+    monkeypatch.setattr(_plan, "_SUMMARY_BATCH", 64)
+    again = wf.map(inputs, store=store, progress=True, keep_runs=keep_runs)
     assert again.reused == 150 and sum(bar_updates) == 150
-    assert seen_while_loading[0] == 0 and max(seen_while_loading) >= 64  # counted meanwhile
+    if keep_runs:
+        assert len(seen_while_loading) == 150  # each run loaded
+        assert seen_while_loading[0] == 0 and max(seen_while_loading) >= 64  # counted meanwhile
+    else:
+        assert seen_while_loading == [0, 64, 128]  # no run loaded: three batches summarised
 
 
 def test_arrays_and_frames_count_by_contents_even_where_they_cannot_be_hashed() -> None:

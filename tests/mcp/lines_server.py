@@ -8,7 +8,9 @@ It writes its pid to PID_FILE once it has read its first line, then, by MODE:
 - `no-list`: answers `initialize`, never `tools/list`;
 - `no-call`: answers `initialize` and `tools/list` (one tool, `wait`), never `tools/call`;
 - `dotted`: lists `files.read` (a dot: legal in MCP, refused by model APIs), `echo` and
-  `echo_` ... and answers every call with its name and arguments.
+  `echo_` ... and answers every call with its name and arguments;
+- `big`: lists `big`, which answers `{"text": "N"}` with a text of N characters that starts
+  with `HEAD` and ends with `TAIL`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
 TOOLS = {
     "no-call": ["wait"],
     "dotted": ["files.read", "files_read", "echo", "a" * 70, "sp ace"],
+    "big": ["big"],
 }
 READ_ONLY = {"readOnlyHint": True}
 
@@ -60,6 +63,10 @@ def main(mode: str, pid_file: str) -> None:
         elif method == "tools/call" and mode == "dotted":
             params = message["params"]
             text = f"{params['name']} got {json.dumps(params.get('arguments') or {})}"
+            answer(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
+        elif method == "tools/call" and mode == "big":
+            size = int(message["params"]["arguments"]["text"])
+            text = "HEAD" + "x" * (size - 8) + "TAIL"
             answer(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
 
 

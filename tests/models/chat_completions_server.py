@@ -92,6 +92,8 @@ class Recorded:
     body: dict[str, Any]
     client: tuple[str, int] = ("", 0)
     """The client's address and port: requests on one connection share it."""
+    raw: bytes = b""
+    """The body's bytes, as they came."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -232,7 +234,7 @@ def _handler(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
             with server._lock:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 client = (str(self.client_address[0]), int(self.client_address[1]))
-                server.requests.append(Recorded(self.path, headers, body, client))
+                server.requests.append(Recorded(self.path, headers, body, client, raw))
             if self.path != "/v1/chat/completions":
                 self._json(404, _error(f"no route {self.path}"))
                 return

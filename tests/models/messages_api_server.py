@@ -246,6 +246,8 @@ class RecordedRequest:
     status: int = 0
     error: str | None = None
     """The validation or scripting problem the server answered with, if any."""
+    raw: bytes = b""
+    """The body's bytes, as they came."""
 
 
 @dataclass
@@ -784,7 +786,7 @@ def _handler_class(server: MessagesAPIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             headers = {name.lower(): value for name, value in self.headers.items()}
-            record = RecordedRequest("POST", self.path, headers, None)
+            record = RecordedRequest("POST", self.path, headers, None, raw=raw)
             with server._lock:
                 server.requests.append(record)
             try:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.models import FunctionModel, ScriptedModel, reply
+from thena_nb.models import FunctionModel, ModelRequest, Reply, ScriptedModel, reply
 
 
 @tool
@@ -51,8 +51,19 @@ def test_explicit_ids_are_kept() -> None:
 
 @pytest.mark.anyio
 async def test_cancelling_arun_cancels_the_run() -> None:
-    model = ScriptedModel([reply.tool("add", a=1, b=1)] * 20, delay=0.02)
-    wf = workflow(model)
+    """Cancelled while its third model call is in flight (an event says when, not the
+    clock): the run is stopped with the two turns that finished, and makes no more calls."""
+    scripted = ScriptedModel([reply.tool("add", a=1, b=1)] * 20)
+    third_call, calls = asyncio.Event(), []
+
+    async def answer(request: ModelRequest) -> Reply:
+        calls.append(request)
+        if len(calls) == 3:
+            third_call.set()
+            await asyncio.Event().wait()  # until cancelled
+        return await scripted.respond(request)
+
+    wf = workflow(FunctionModel(answer))
     seen: list[object] = []
 
     async def call() -> None:
@@ -63,12 +74,12 @@ async def test_cancelling_arun_cancels_the_run() -> None:
             raise
 
     task = asyncio.ensure_future(call())
-    await asyncio.sleep(0.07)
+    await asyncio.wait_for(third_call.wait(), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await task
-    calls = len(model.requests)
-    await asyncio.sleep(0.1)
-    assert len(model.requests) == calls
+        await asyncio.wait_for(task, 10)
+    for _ in range(10):
+        await asyncio.sleep(0)  # (room for a call the cancel failed to stop)
+    assert len(calls) == 3
     (run,) = seen
-    assert run.status == "stopped" and len(run.turns) >= 2  # type: ignore[attr-defined]
+    assert run.status == "stopped" and len(run.turns) == 2  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ streaming and the API key."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -426,10 +427,14 @@ async def test_empty_answer_is_a_final_error(
 
 
 async def test_missing_call_id_gets_one(server: ChatCompletionsServer) -> None:
-    """A server that leaves out a call's id still yields a call with a usable id."""
-    server.add(Completion(tool_calls=((None, "get_weather", {"city": "Lisbon"}),)))
+    """A server that leaves out a call's id still yields a call with a usable id, shaped as
+    the API's own (`call_` and 24 hex digits), never the same twice."""
+    call = (None, "get_weather", {"city": "Lisbon"})
+    server.add(Completion(tool_calls=(call, call)))
     reply = await _model(server).respond(_request(USER))
-    assert reply.tool_calls[0].id == "call_0"
+    ids = [c.id for c in reply.tool_calls]
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids), ids
+    assert len(set(ids)) == 2
 
 
 def _answer_body(answer: Completion, **call_fields: Any) -> str:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from reliability_worker import parallel_workflow
 
+from thena_nb.core.errors import StoreError
 from thena_nb.models import FunctionModel
-from thena_nb.store import MemoryRunStore, SqliteRunStore
+from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore
 
 WORKER = Path(__file__).with_name("reliability_worker.py")
 
@@ -30,6 +31,21 @@ def _stored_open_turns(db: Path) -> int:
             return len(store.load("open-block").open_turns)
     except Exception:
         return 0  # not created yet
+
+
+BOUND_S = 30.0
+"""How long a test waits for what it waits on: a bound, not a speed."""
+
+
+async def _open_turns(store: RunStore, run_id: str, count: int) -> None:
+    """Wait until the run's open block has `count` branch turns stored (polled)."""
+    while True:
+        try:
+            if len(store.load(run_id).open_turns) >= count:
+                return
+        except StoreError:
+            pass  # the run is not stored yet
+        await asyncio.sleep(0.002)
 
 
 def test_a_branch_turn_survives_a_kill_inside_its_block_and_is_reused(tmp_path: Path) -> None:
@@ -86,10 +102,7 @@ async def test_each_branch_turn_is_stored_as_it_finishes(kind: str, tmp_path: Pa
     store = MemoryRunStore() if kind == "memory" else SqliteRunStore(tmp_path / "r.sqlite3")
     wf = parallel_workflow(str(tmp_path / "marks"), slow=FunctionModel(slow, name="slow"))
     task = asyncio.ensure_future(wf.arun("go", run_id="b", store=store))
-    for _ in range(500):
-        await asyncio.sleep(0.002)
-        if len(store.load("b").open_turns) == 2:
-            break
+    await asyncio.wait_for(_open_turns(store, "b", 2), BOUND_S)
     loaded = store.load("b")
     assert [t.agent for t in loaded.open_turns] == ["Fast", "Fast"] and loaded.turns == []
     release.set()
@@ -109,7 +122,7 @@ def test_a_failed_block_keeps_its_finished_branch_turns_for_the_resume(
     store = MemoryRunStore() if kind == "memory" else SqliteRunStore(tmp_path / "r.sqlite3")
 
     async def broken(request: object) -> str:
-        await asyncio.sleep(0.05)  # the fast branch finishes first
+        await asyncio.wait_for(_open_turns(store, "f", 2), BOUND_S)  # the fast branch is done
         raise RuntimeError("the slow model is down")
 
     failing = parallel_workflow(str(marks), slow=FunctionModel(broken, name="slow"))

@@ -1,5 +1,6 @@
 """19 #17: an experiment finds the runs it can reuse by run id (an index), without listing
-the store or loading any run but those it reuses."""
+the store; it reads what their rows need in bulk and loads none of them (issue 41 #3) until
+`exp.runs` is read."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class CountingStore(SqliteRunStore):
         return super().load(run_id)
 
 
-def test_reuse_looks_runs_up_by_id_and_loads_only_those_it_reuses(tmp_path: Path) -> None:
+def test_reuse_looks_runs_up_by_id_and_loads_none_until_runs_is_read(tmp_path: Path) -> None:
     with CountingStore(tmp_path / "runs.sqlite3") as store:
         for i in range(30):  # other workflows' runs, which the look-up never reads
             echo("other").run(f"x{i}", store=store)
@@ -46,8 +47,10 @@ def test_reuse_looks_runs_up_by_id_and_loads_only_those_it_reuses(tmp_path: Path
         store.listed, store.loaded = 0, []
         again = run_experiment(echo(), ["a", "b", "c", "d"], store=store, progress=False)
         assert again.reused == 3 and store.listed == 0
-        assert store.loaded == first.run_ids  # run_ids: no load of its own
+        assert store.loaded == []  # summarised in bulk (and run_ids loads nothing)
+        assert again.run_ids[:3] == first.run_ids
         assert [r.output for r in again.runs] == ["echo a", "echo b", "echo c", "echo d"]
+        assert store.loaded == again.run_ids  # each loaded as `runs` is read
 
 
 def test_a_store_without_statuses_is_looked_up_through_its_listing() -> None:

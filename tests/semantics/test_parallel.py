@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from helpers import calc
@@ -23,16 +22,23 @@ def test_s1_parallel_returns_a_parallel_step() -> None:
 
 
 def test_s2_branches_run_at_the_same_time() -> None:
-    """S2: two branches whose models take 100 ms each finish in about 100 ms, not 200."""
-    a = Agent("A", model=ScriptedModel(["a"], delay=0.1))
-    b = Agent("B", model=ScriptedModel(["b"], delay=0.1))
-    wf = Workflow("p", [parallel([a, b])])
-    wf.run("warm up")
-    t0 = time.perf_counter()
-    run = wf.run("go")
-    elapsed = time.perf_counter() - t0
-    assert len(run.turns) == 2
-    assert elapsed < 0.18, f"parallel branches took {elapsed:.3f}s; they ran one after the other"
+    """S2: each branch's model call answers only once the other's has started, so the run
+    finishes only if the two calls are in flight together (one after the other, the first
+    would wait for ever: the bound turns that into a failure)."""
+    started = {"A": asyncio.Event(), "B": asyncio.Event()}
+
+    def waits_for(other: str, me: str) -> FunctionModel:
+        async def respond(request: object) -> str:
+            started[me].set()
+            await asyncio.wait_for(started[other].wait(), 30)
+            return me.lower()
+
+        return FunctionModel(respond)
+
+    a = Agent("A", model=waits_for("B", "A"))
+    b = Agent("B", model=waits_for("A", "B"))
+    run = Workflow("p", [parallel([a, b])]).run("go")
+    assert run.status == "finished" and [t.info.response for t in run.turns] == ["a", "b"]
 
 
 def test_s2_branches_share_the_state() -> None:
@@ -113,24 +119,30 @@ def test_s5_output_and_turn_are_the_last_declared_branchs() -> None:
 def test_s6_a_branch_that_raises_cancels_its_siblings_and_appends_nothing() -> None:
     """S6: siblings are cancelled, not awaited to completion; nothing is appended."""
     finished: list[str] = []
+    cancelled: list[str] = []
+    slow_started = asyncio.Event()
 
     async def slow(request: object) -> str:
-        await asyncio.sleep(2)
+        slow_started.set()
+        try:
+            await asyncio.sleep(30)  # only a cancel ends it before the test's own bound
+        except asyncio.CancelledError:
+            cancelled.append("slow")
+            raise
         finished.append("slow")
         return "late"
 
-    def boom(request: object) -> str:
+    async def boom(request: object) -> str:
+        await asyncio.wait_for(slow_started.wait(), 30)  # the sibling's call is in flight
         raise KeyError("no such thing")
 
     first = Agent("First", model=ScriptedModel(["kept"]))
     a = Agent("A", model=FunctionModel(slow))
     b = Agent("B", model=FunctionModel(boom))
     wf = Workflow("p", [first, parallel([a, b])])
-    t0 = time.perf_counter()
     with pytest.raises(KeyError) as info:
         wf.run("go")
-    assert time.perf_counter() - t0 < 1.5
-    assert finished == []
+    assert (cancelled, finished) == (["slow"], [])
     run = info.value.run  # type: ignore[attr-defined]
     assert run.status == "failed"
     assert [t.agent for t in run.turns] == ["First"]

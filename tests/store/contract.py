@@ -25,8 +25,19 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from thena_nb import Agent, Context, Run, Workflow, loop, parallel, tool, until_answered
+from thena_nb import (
+    Agent,
+    Context,
+    Decision,
+    Run,
+    Workflow,
+    loop,
+    parallel,
+    tool,
+    until_answered,
+)
 from thena_nb.core.errors import StoreError
+from thena_nb.core.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import RunInUse, RunStore
 
@@ -78,6 +89,39 @@ def review() -> Workflow:
         [parallel([a, b]), loop(steps=[worker], until=until_answered, max_fails=math.inf)],
         state=Notes,
     )
+
+
+def gated(ran: list[tuple[str, Any]]) -> Workflow:
+    """One turn of four calls that ends the run `"waiting"`: `pay` over 100 and every
+    `refund` wait for a decision, a `pay` without its amount is held because its gate raises
+    (`gate_error`), and `note` is not gated. Each tool that runs appends to `ran`."""
+
+    @tool(gate=lambda call: call.arguments["amount"] > 100)
+    def pay(amount: int = 0) -> str:
+        """Pay an amount."""
+        ran.append(("pay", amount))
+        return f"paid {amount}"
+
+    @tool(gate=True)
+    def refund(amount: int) -> str:
+        """Refund an amount."""
+        ran.append(("refund", amount))
+        return f"refunded {amount}"
+
+    @tool(name="note")
+    def jot(text: str) -> str:
+        """Write a note."""
+        ran.append(("note", text))
+        return "noted"
+
+    def clerk(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return "All done."
+        first = [("pay", {"amount": 500}), ("pay", {}), ("refund", {"amount": 7})]
+        return reply.calls([*first, ("note", {"text": "paid"})])
+
+    agent = Agent("Clerk", model=FunctionModel(clerk), tools=[pay, refund, jot])
+    return Workflow("shop", [loop(steps=[agent], until=until_answered, max_iterations=4)])
 
 
 @pytest.fixture
@@ -147,8 +191,11 @@ def test_runs_are_listed_in_the_order_they_started(store: RunStore) -> None:
         "started_at",
         "finished_at",
         "error",
+        "parent_run_id",
+        "forked_at",
     }
     assert (row["workflow"], row["input"], row["status"]) == ("review", "input 0", "finished")
+    assert (row["parent_run_id"], row["forked_at"]) == (None, None)
     assert (row["turns"], row["input_tokens"], row["output_tokens"]) == (7, 17, 5)
     assert row["stop_reasons"] == {"review/1.loop": "until"}
     assert row["started_at"] < row["finished_at"]
@@ -243,6 +290,53 @@ def test_a_failed_run_keeps_its_turns_and_error(store: RunStore, reader: RunStor
     assert dump_turns(loaded) == dump_turns(run) and len(loaded.turns) == 1
     assert loaded.history == run.history
     assert reader.list_runs()[0]["status"] == "failed"
+
+
+def test_a_waiting_runs_pending_calls_round_trip(store: RunStore, reader: RunStore) -> None:
+    """The calls a waiting run holds for a decision load as they were: each call, its
+    turn, agent and step, why a gate that raised held it, and the waiting turn."""
+    ran: list[tuple[str, Any]] = []
+    run = gated(ran).run("settle", store=store)
+    assert run.status == "waiting" and ran == [] and run.turns == []
+    assert [p.gate_error for p in run.pending] == [None, "KeyError: 'amount'", None]
+    loaded = reader.load(run.run_id)
+    assert (loaded.status, loaded.turns) == ("waiting", [])
+    assert loaded.pending == run.pending
+    assert [(p.call.name, p.call.arguments) for p in loaded.pending] == [
+        ("pay", {"amount": 500}),
+        ("pay", {}),
+        ("refund", {"amount": 7}),
+    ]
+    assert {(p.turn_index, p.agent, p.step_path) for p in loaded.pending} == {
+        (0, "Clerk", "shop/0.loop/0.Clerk")
+    }
+    assert loaded.pending_turn is not None and run.pending_turn is not None
+    assert loaded.pending_turn.model_dump() == run.pending_turn.model_dump()
+    assert [c.name for c in loaded.pending_turn.tool_calls] == ["pay", "pay", "refund", "note"]
+    assert reader.list_runs()[0]["status"] == "waiting"
+    assert Run.from_json(loaded.to_json()).pending == run.pending
+
+
+def test_a_resumed_waiting_run_is_stored_with_no_pending_calls(
+    store: RunStore, reader: RunStore
+) -> None:
+    """Resumed with its decisions (through the second reader), the run finishes, and what
+    the store keeps of it holds no pending call any more."""
+    ran: list[tuple[str, Any]] = []
+    wf = gated(ran)
+    run = wf.run("settle", store=store)
+    big, bare, refund = (p.call.id for p in run.pending)
+    decisions = {
+        big: Decision.edit({"amount": 50}),
+        bare: Decision.reject("no amount"),
+        refund: Decision.approve(),
+    }
+    done = wf.resume(run.run_id, store=reader, decisions=decisions)
+    assert done.status == "finished" and ran == [("pay", 50), ("refund", 7), ("note", "paid")]
+    loaded = store.load(run.run_id)
+    assert (loaded.status, loaded.pending, loaded.pending_turn) == ("finished", [], None)
+    assert loaded.turns[0].tool_calls[0].original_arguments == {"amount": 500}
+    assert [r["status"] for r in store.list_runs()] == ["finished"]
 
 
 def test_unknown_runs_and_delete(store: RunStore) -> None:

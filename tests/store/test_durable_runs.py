@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from pydantic import BaseModel
 
@@ -511,6 +512,42 @@ def test_runs_frame(store: RunStore) -> None:
     assert str(frame["started_at"].dt.tz) == "UTC"
     empty = runs(store=MemoryRunStore())
     assert tuple(empty.columns) == RUNS_COLUMNS and len(empty) == 0
+
+
+def test_runs_frame_names_the_run_each_fork_and_continuation_came_from(
+    store: RunStore, tmp_path: Path
+) -> None:
+    """`parent_run_id` and `forked_at` are the run a fork or continuation came from and the
+    turn it went live from; for a run that is neither, both are missing (`<NA>`)."""
+    first = adding(3).run("go", store=store)
+    edited = first.fork(1, reply="Enough.", store=store)
+    more = first.continue_with("Again.", workflow=adding(1), store=store)
+    frame = runs(store=store).set_index("run_id")
+    assert frame.loc[first.run_id, "parent_run_id"] is pd.NA
+    assert frame.loc[first.run_id, "forked_at"] is pd.NA
+    assert frame.loc[edited.run_id, ["parent_run_id", "forked_at"]].tolist() == [first.run_id, 1]
+    assert frame.loc[more.run_id, ["parent_run_id", "forked_at"]].tolist() == [first.run_id, 3]
+    assert (str(frame["parent_run_id"].dtype), str(frame["forked_at"].dtype)) == ("string", "Int64")
+    if isinstance(store, SqliteRunStore):  # read back from the file by another connection
+        with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as again:
+            assert runs(store=again).equals(runs(store=store))
+
+
+def test_runs_frame_of_a_store_that_lists_no_parents_leaves_them_missing() -> None:
+    """A store of your own whose `list_runs` rows lack the two keys still gives the frame."""
+
+    class Older(MemoryRunStore):
+        def list_runs(self) -> list[dict[str, Any]]:
+            rows = super().list_runs()
+            for row in rows:
+                del row["parent_run_id"], row["forked_at"]
+            return rows
+
+    store = Older()
+    adding(2).run("go", store=store)
+    frame = runs(store=store)
+    assert tuple(frame.columns) == RUNS_COLUMNS
+    assert frame["parent_run_id"].isna().all() and frame["forked_at"].isna().all()
 
 
 def test_a_fork_records_its_parent_and_is_diffed_against_it(store: RunStore) -> None:

@@ -28,7 +28,8 @@ def fails(n: int) -> str:
 def _workflow(tool_name: str, n: int) -> Workflow:
     model = ScriptedModel([reply.tool(tool_name, n=n), "done"])
     agent = Agent("A", model=model, tools=[dump, fails])
-    return Workflow("big", [loop(steps=[agent], until=until_answered, max_iterations=3)])
+    steps = [loop(steps=[agent], until=until_answered, max_iterations=3)]
+    return Workflow("big", steps, max_tool_result_chars=None)  # the store keeps it whole
 
 
 def _file_bytes(path: Path) -> int:

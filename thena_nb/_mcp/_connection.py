@@ -90,8 +90,9 @@ class Connection:
                 raise self.failed(f"closed the connection during a call to {name!r}") from exc
             if exc.code == REQUEST_TIMEOUT:
                 raise self.failed(
-                    f"did not answer tools/call {name!r} within {limit:g} s (raise "
-                    f"`call_timeout=` of the server for slower tools)"
+                    f"did not answer tools/call {name!r} within {limit:g} s. The limit is the "
+                    f"server's `{self._maker()}(..., call_timeout={limit:g})`: raise it there "
+                    f"for slower tools"
                 ) from exc
             raise
         except (OSError, EOFError) as exc:
@@ -127,6 +128,10 @@ class Connection:
             self._scope.cancel()
         elif self._owner is not None:
             self._owner.cancel()
+
+    def _maker(self) -> str:
+        """The function that made the server: `mcp.stdio` or `mcp.http`."""
+        return "mcp.stdio" if isinstance(self.server.transport, StdioTransport) else "mcp.http"
 
     def failed(self, what: str) -> McpServerError:
         """An error naming the server, what happened and the end of its stderr."""

@@ -2,11 +2,14 @@
 
 Nothing here imports the SDK: a workflow that names a server loads it only when a run opens
 the server, so a replay served wholly from the record needs neither the server nor the SDK.
+Naming a server does check that the SDK is installed (without importing it), so that a
+missing `mcp` extra fails there, with what to install, not later inside a run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -100,6 +103,7 @@ class McpServer:
         startup_timeout: float = STARTUP_TIMEOUT_S,
         call_timeout: float = CALL_TIMEOUT_S,
     ) -> None:
+        _require_sdk(transport)
         self.transport = transport
         self.gate = gate
         self.startup_timeout = _limit("startup_timeout", startup_timeout)
@@ -131,6 +135,17 @@ class McpServer:
     def __repr__(self) -> str:
         kind = "stdio" if isinstance(self.transport, StdioTransport) else "http"
         return f"McpServer({kind} {self.transport.short!r})"
+
+
+def _require_sdk(transport: StdioTransport | HttpTransport) -> None:
+    """Raise `ImportError` naming the extra to install when the MCP SDK is missing."""
+    if importlib.util.find_spec("mcp") is None:  # (looked for, not imported)
+        maker = "mcp.stdio" if isinstance(transport, StdioTransport) else "mcp.http"
+        raise ImportError(
+            f"`{maker}(...)` needs the MCP SDK; install it with `pip install 'thena_nb[mcp]'` "
+            "(the `lab` extra has it too)",
+            name="mcp",
+        )
 
 
 def _limit(name: str, seconds: float) -> float:

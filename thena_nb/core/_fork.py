@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from thena_nb.core import _portals
 from thena_nb.core._collector import fewer_collections
-from thena_nb.core._replay import ForkReplay
+from thena_nb.core._replay import ForkReplay, Replay
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.gates import Approver, Decision, WaitingReplay, resume_decisions
 from thena_nb.core.model import Reply
@@ -207,13 +207,16 @@ async def acontinue(
     text: str,
     *,
     store: RunStore | Literal[False] | None = None,
+    replay: Run | None = None,
 ) -> Run:
     """A new run that goes on from the end of `run` with the user message `text`.
 
     The new run starts with `run`'s turns (kept as recorded, `replayed=True`, indexes
     `0..n-1`), history, states, usage and final state, then the message `text`; the
     workflow's steps run again from the top, live, and their turns are numbered from `n`.
-    Its `input` is `text`; `parent_run_id` is `run`'s id and `forked_at` is `n`.
+    Its `input` is `text`; `parent_run_id` is `run`'s id and `forked_at` is `n`. With
+    `replay` (an earlier continuation), its turns from `n` on are reused while the new run
+    asks the same things, as `wf.run(..., replay=)` reuses a run's.
 
     Raises:
         TypeError: `text` is not a non-empty str.
@@ -232,7 +235,8 @@ async def acontinue(
     target = resolve_store(store)
     recorder = _WithParentTurns(target) if target is not None else None
     state = _state_of(workflow, run)
-    session = Session(workflow, text, state=state, recorder=recorder, at_gate="wait")
+    source = _continued(replay, len(run.turns)) if replay is not None else None
+    session = Session(workflow, text, state=state, replay=source, recorder=recorder, at_gate="wait")
     new = session.result
     new.parent_run_id, new.forked_at, new._parent = run.run_id, len(run.turns), run
     new.history[:0] = run.history
@@ -242,6 +246,16 @@ async def acontinue(
     new.report.children.extend(c.model_copy(deep=True) for c in run.report.children)
     with fewer_collections():  # it runs to its end: see `core/_collector.py`
         return await session.run()
+
+
+def _continued(recorded: Run, n: int) -> Replay:
+    """A replay of a continuation whose new turns start at `n`: the user messages it had
+    before turn `n` (its parent's, and its own follow-up) are in the new run's history
+    already, from the parent and `text`, so they are not put back again."""
+    source = Replay(recorded)
+    for index in [i for i in source.inserts if i <= n]:
+        del source.inserts[index]
+    return source
 
 
 def _state_of(workflow: Workflow, run: Run) -> Any:

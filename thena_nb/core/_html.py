@@ -21,6 +21,7 @@ from typing import Any
 from thena_nb.core.steps import callable_name
 
 __all__ = [
+    "cut_label",
     "diff_html",
     "escape",
     "long_text",
@@ -29,6 +30,7 @@ __all__ = [
     "run_html",
     "turn_html",
     "turn_info_html",
+    "without_controls",
     "workflow_html",
 ]
 
@@ -55,6 +57,7 @@ _COLORS = {
     "tool_result": "#d62728",
     "steps": "#777",
     "replayed": "#17becf",
+    "cut": "#a04a00",
 }
 _TABLE_ROWS = 40
 _SHORT_TEXT = 80
@@ -68,8 +71,24 @@ _DIFFERS = {"only_a": "only in run a", "only_b": "only in run b", "tool_results"
 _WORDS = re.compile(r"\w+|\s+|[^\w\s]")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Control characters HTML shows as nothing or refuses: all but tab, newline and return."""
+
+
+def _visible(found: re.Match[str]) -> str:
+    r"""A control character as text: its control picture (`\x1b` as `␛`), or `\x9b`."""
+    code = ord(found.group())
+    if code < 0x20:
+        return chr(0x2400 + code)
+    return "\u2421" if code == 0x7F else f"\\x{code:02x}"
+
+
 def escape(text: object) -> str:
-    """Text made safe to place in HTML, quotes included; `None` gives `""`.
+    r"""Text made safe to place in HTML, quotes included; `None` gives `""`.
+
+    Control characters are shown, never emitted raw: a terminal's colour code `\x1b[31m`
+    reads `␛[31m` (each C0 control but tab, newline and return as its control picture,
+    DEL as `␡`, a C1 control as `\x9b`).
 
     Args:
         text: Anything; non-strings are converted with `str`.
@@ -79,7 +98,15 @@ def escape(text: object) -> str:
     """
     if text is None:
         return ""
-    return html.escape(text if isinstance(text, str) else str(text), quote=True)
+    return without_controls(html.escape(text if isinstance(text, str) else str(text), quote=True))
+
+
+def without_controls(text: str) -> str:
+    r"""`text` with its control characters shown as text, as `escape` shows them (for text
+    that something else escapes, such as pandas' `to_html`)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_visible, text)
 
 
 def turn_info_html(info: Any) -> str:
@@ -511,6 +538,9 @@ def _call_html(call: Any) -> str:
         parts.append(" " + _badge("ok"))
     elif call.ok is False:
         parts.append(" " + _badge("failed"))
+    cut = getattr(call, "result_cut", None)
+    if cut:
+        parts.append(" " + _badge("cut", cut_label(cut)))
     parts.append(long_text(arguments, _PRE))
     if call.error is not None:
         parts.append(long_text(call.error, f"{_PRE};color:{_COLORS['failed']}"))
@@ -518,6 +548,11 @@ def _call_html(call: Any) -> str:
         parts.append(long_text(call.result, f"{_PRE};background:#f6f6f6"))
     parts.append("</li>")
     return "".join(parts)
+
+
+def cut_label(cut: int) -> str:
+    """What a view says of a tool result cut by `max_tool_result_chars`."""
+    return f"cut: {cut:,} characters"
 
 
 def _source_badge(source: str | None) -> str:

@@ -385,6 +385,7 @@ def with_results(turn: Turn, results: Mapping[str, str]) -> Turn:
             retries=0,
             decision="respond",
             traceback=None,
+            result_cut=None,
         )
         if c.id in results
         else c

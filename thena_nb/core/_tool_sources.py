@@ -5,12 +5,18 @@ An agent with sources takes each live turn as a copy of itself that has the sour
 too (`for_turn`); the copy keeps the agent's key, which names the sources by configuration,
 so the request keys of a replay are known without opening anything. Agents without sources
 never reach this module.
+
+A session dropped unfinished (paused, never stopped) still closes what its run opened: when
+the session is collected (`closed_with`), not only when the interpreter exits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 import warnings
+import weakref
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -21,7 +27,7 @@ if TYPE_CHECKING:
     from thena_nb.core._run_state import RunControl
     from thena_nb.core.types import Turn
 
-__all__ = ["RunTools", "close_tool_sources", "for_turn"]
+__all__ = ["RunTools", "close_tool_sources", "closed_with", "for_turn"]
 
 
 class RunTools:
@@ -40,6 +46,7 @@ class RunTools:
         if entry is None:
             future: asyncio.Future[list[Tool]] = asyncio.get_running_loop().create_future()
             self.opened[id(source)] = (source, future)
+            _start_closer()  # (here, not in the finalizer: a collection may come at any time)
             try:
                 tools = list(await self.stack.enter_async_context(source.open()))
             except BaseException as exc:
@@ -88,9 +95,71 @@ async def close_tool_sources(control: RunControl) -> None:
     control.tool_sources = None
     try:
         await run_tools.stack.aclose()
+        run_tools.opened.clear()
     except Exception as exc:
         warnings.warn(
             f"closing the run's tool sources failed: {type(exc).__name__}: {exc}",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+
+
+def closed_with(session: object) -> RunTools:
+    """A run's `RunTools`, whose open sources are closed when `session` is collected.
+
+    A session dropped while its run is paused (never stopped, never finished) leaves its
+    task pending forever; the sources it opened (an MCP server's process) are closed when
+    the session is collected: the finalizer hands them to the closer thread, which leaves
+    them on an event loop of its own (the run's loop may be gone, and a collection may
+    happen inside it). At interpreter exit the MCP layer closes what is left
+    (`_mcp/_loop.py`), so the finalizer does not run then.
+    """
+    run_tools = RunTools()
+    weakref.finalize(session, _close_abandoned, run_tools).atexit = False
+    return run_tools
+
+
+_abandoned: queue.SimpleQueue[AsyncExitStack] = queue.SimpleQueue()
+"""The sources of collected sessions, for the closer thread (`SimpleQueue.put` may be called
+from a finalizer)."""
+_closer: threading.Thread | None = None
+_closer_lock = threading.Lock()
+
+
+def _start_closer() -> None:
+    """Start the closer thread, once a run has opened a source (the finalizer starts none)."""
+    global _closer
+    with _closer_lock:
+        if _closer is None or not _closer.is_alive():
+            _closer = threading.Thread(target=_close_dropped, name="thena_nb-close", daemon=True)
+            _closer.start()
+
+
+def _close_abandoned(run_tools: RunTools) -> None:
+    """Hand the sources of a run whose session was collected to the closer thread (called
+    by the collector: it takes no lock and starts no thread)."""
+    if not run_tools.opened:
+        return
+    stack, run_tools.stack = run_tools.stack, AsyncExitStack()
+    run_tools.opened.clear()
+    run_tools.agents.clear()
+    _abandoned.put(stack)
+
+
+def _close_dropped() -> None:
+    """The closer thread: leave each dropped session's sources, one after another."""
+    while True:
+        asyncio.run(_quietly_closed(_abandoned.get()))
+
+
+async def _quietly_closed(stack: AsyncExitStack) -> None:
+    """Leave the sources; a failure is a warning (nobody else is left to hear of it), and
+    the closer thread goes on to the next."""
+    try:
+        await stack.aclose()
+    except (Exception, asyncio.CancelledError) as exc:
+        warnings.warn(
+            f"closing a dropped session's tool sources failed: {type(exc).__name__}: {exc}",
             RuntimeWarning,
             stacklevel=1,
         )

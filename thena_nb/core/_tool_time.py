@@ -26,11 +26,13 @@ class TimedOut(Exception):
     """A tool call ran past its limit (never raised to the caller: it becomes the call's
     error observation)."""
 
-    def __init__(self, limit: float, *, abandoned: bool) -> None:
+    def __init__(self, limit: float, *, abandoned: bool, set_by: str = "") -> None:
         super().__init__(limit)
         self.limit = limit
         self.abandoned = abandoned
         """The tool runs in a thread that was left running (a sync tool)."""
+        self.set_by = set_by
+        """Where the limit was set, as the message names it (`Workflow(tool_timeout=...)`)."""
 
 
 def checked_timeout(value: Any, where: str) -> float | None:
@@ -47,9 +49,9 @@ def checked_timeout(value: Any, where: str) -> float | None:
     return float(value)
 
 
-async def within(work: Awaitable[str], limit: float, *, abandoned: bool) -> str:
-    """`await work`, cancelled past `limit` seconds (`TimedOut`); a `TimeoutError` the tool
-    raised itself stays the tool's own."""
+async def within(work: Awaitable[str], limit: float, *, abandoned: bool, set_by: str = "") -> str:
+    """`await work`, cancelled past `limit` seconds (`TimedOut`, naming `set_by`); a
+    `TimeoutError` the tool raised itself stays the tool's own."""
     import asyncio
 
     scope = asyncio.timeout(limit)
@@ -58,7 +60,7 @@ async def within(work: Awaitable[str], limit: float, *, abandoned: bool) -> str:
             return await work
     except TimeoutError:
         if scope.expired():
-            raise TimedOut(limit, abandoned=abandoned) from None
+            raise TimedOut(limit, abandoned=abandoned, set_by=set_by) from None
         raise
 
 

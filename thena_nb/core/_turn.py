@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from thena_nb.core import _observe, _portals, _sent
 from thena_nb.core._reply_check import check_reply, refused_reply
-from thena_nb.core._run_state import LoopFrame, Position, RunControl
+from thena_nb.core._run_state import CallIds, LoopFrame, Position, RunControl
 from thena_nb.core._signals import Halt, LoopBreak, note_once
 from thena_nb.core._tool_sources import for_turn
 from thena_nb.core.agent import Agent
@@ -75,7 +75,8 @@ async def take_turn(agent: Agent, at: Position, node: ReportNode) -> Turn:
     reply, attempts, sent = await answered(agent, at, node, recorded)
     history = at.scope.history
     first = len(history)
-    reply, proposed = calls(agent, reply, key, history, recorded)
+    fresh = recorded is None or made_here(control, recorded)
+    reply, proposed = calls(agent, reply, key, history, recorded, control.call_ids, fresh=fresh)
     try:
         if proposed and (agent._gated or control.gates):
             timing = (started_at, time.perf_counter() - t0, attempts)
@@ -295,10 +296,18 @@ def _recorded_reply(turn: Turn) -> Reply:
 
 
 def calls(
-    agent: Agent, reply: Reply, request_key: str, history: list[Message], recorded: Turn | None
+    agent: Agent,
+    reply: Reply,
+    request_key: str,
+    history: list[Message],
+    recorded: Turn | None,
+    ids: CallIds | None = None,
+    *,
+    fresh: bool = False,
 ) -> tuple[Reply, list[ToolCall]]:
     """The turn's calls and the reply as the turn keeps it; the model's message joins the
-    history.
+    history. With the run's `ids`, a call id is unique in the run's history: a call made
+    in this run (`fresh`) whose id the run holds already gets a new one (`CallIds`).
 
     Native calls come through the API; without them, and with `rescue` on, calls written in
     the text are rescued (S21). A rescued call's id comes from the request key and the
@@ -331,6 +340,8 @@ def calls(
         reply = _without_reasoning(reply, (scan.reasoning, scan.text))
     if recorded is None:
         proposed = [depth_checked(c) for c in proposed]  # a record that can be stored
+    if ids is not None and proposed:
+        proposed = ids.unique(proposed, history, rename=fresh)
     said = reply.__dict__  # (the reply as the turn keeps it)
     message = blank(Message)
     message["role"] = "assistant"
@@ -341,6 +352,13 @@ def calls(
     message["reasoning_blocks"] = said["reasoning_blocks"]
     history.append(construct(Message, message))
     return reply, proposed
+
+
+def made_here(control: RunControl, recorded: Turn) -> bool:
+    """Whether a served turn's calls are made in this run (a fork's edited reply, whose
+    calls run live), not copied from the recording with the requests made after them."""
+    replay = control.replay
+    return replay is not None and replay.rerun_tools and not replay.copies(recorded)
 
 
 def _text_order(call: ToolCall) -> int:
@@ -370,7 +388,9 @@ def _as_proposed(agent: Agent, call: ToolCall) -> ToolCall:
     if call.decision is not None:
         return proposed_call(call)  # the model's own arguments, without the decision
     # What was decided about it comes with its result (a fork's `decision="respond"`).
-    return finished(call, ok=None, result=None, error=None, retries=0, traceback=None)
+    return finished(
+        call, ok=None, result=None, error=None, retries=0, traceback=None, result_cut=None
+    )
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -523,7 +543,13 @@ async def _run_one(agent: Agent, call: ToolCall, at: Position, emit: bool) -> To
         control.emit(event("tool_started", agent=agent.name, tool_call=call))
     if _observe.observer is not None:
         _observe.observer.tool_started(agent, call)
-    done = await run_tool_call(call, agent._by_name, at.ctx, timeout=control.tool_timeout)
+    done = await run_tool_call(
+        call,
+        agent._by_name,
+        at.ctx,
+        timeout=control.tool_timeout,
+        max_chars=control.max_tool_result_chars,
+    )
     if _observe.observer is not None:
         _observe.observer.tool_finished(call, done)
     if emit:

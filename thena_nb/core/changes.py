@@ -24,7 +24,7 @@ Changes = Mapping[str, Mapping[str, Any]]
 """`{agent name or step path: {field: new value}}`."""
 
 _LOOP_FIELDS = ("steps", "until", "max_iterations", "on_exhausted", "max_fails", "on_fail")
-_WORKFLOW_FIELDS = ("budget", "retry", "tool_timeout")
+_WORKFLOW_FIELDS = ("budget", "retry", "tool_timeout", "max_tool_result_chars")
 
 
 def apply_changes(workflow: _W, changes: Changes | None) -> _W:
@@ -36,7 +36,7 @@ def apply_changes(workflow: _W, changes: Changes | None) -> _W:
             changes, through `Agent.replace`), a step path (`"review/1.loop"`: a loop's
             `steps`, `until`, `max_iterations`, `on_exhausted`, `max_fails`, `on_fail`; a
             parallel block's `steps`; an agent's fields), or the workflow's name (`budget`,
-            `retry`).
+            `retry`, `tool_timeout`, `max_tool_result_chars`).
 
     Raises:
         ValueError: A key names no agent or step (the message lists the valid ones), or a
@@ -85,6 +85,7 @@ def apply_changes(workflow: _W, changes: Changes | None) -> _W:
         budget=own.get("budget", workflow.budget),
         retry=own.get("retry", workflow.retry),
         tool_timeout=own.get("tool_timeout", workflow.tool_timeout),
+        max_tool_result_chars=own.get("max_tool_result_chars", workflow.max_tool_result_chars),
     )
 
 

@@ -348,7 +348,8 @@ class TurnPort:
         reply, attempts, sent = await answered(agent, at, node, recorded)
         history = at.scope.history
         first = len(history)
-        reply, proposed = calls(agent, reply, key, history, recorded)
+        # Ids kept as the framework gave them (it answers its calls by them); the run's.
+        reply, proposed = calls(agent, reply, key, history, recorded, control.call_ids)
         replay = control.replay
         served_tools = recorded is not None and replay is not None and not replay.rerun_tools
         try:

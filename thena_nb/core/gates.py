@@ -399,6 +399,7 @@ def proposed_call(call: ToolCall) -> ToolCall:
         decision=None,
         original_arguments=None,
         traceback=None,
+        result_cut=None,
         arguments=original if original is not None else call.arguments,
     )
 

@@ -287,7 +287,9 @@ class Run:
         # The workflow carries out the fork: it sits above the run, which holds it.
         return wf._fork(self, at, changes=changes, store=store, **edits)
 
-    def continue_with(self, text: str, *, workflow: Any = None, store: Any = None) -> Run:
+    def continue_with(
+        self, text: str, *, workflow: Any = None, store: Any = None, replay: Run | None = None
+    ) -> Run:
         """A multi-turn conversation: a new run whose history is this run's plus the user
         message `text`; the workflow's steps run again from the top, live.
 
@@ -300,6 +302,10 @@ class Run:
             text: The user's next message.
             workflow: The workflow to run (needed for a run loaded from a store).
             store: Where the new run is kept (the default store when not given).
+            replay: An earlier continuation of this run (e.g. loaded with `Run.load`): its
+                new turns are reused (no model or tool call) while the new run asks the same
+                things, as `wf.run(..., replay=)` does; `replay_diverged_at` says where the
+                new run went live.
 
         Example:
             >>> from thena_nb import Agent, Workflow
@@ -312,8 +318,12 @@ class Run:
             (['hello', 'You said hello', 'bye', 'You said bye'], 'bye')
             >>> [(t.index, t.replayed) for t in second.turns], second.forked_at
             ([(0, True), (1, False)], 1)
+            >>> again = first.continue_with("bye", replay=second, store=False)
+            >>> again.output, again.turns[1].replayed, len(echo.requests)
+            ('You said bye', True, 2)
         """
-        return self._workflow_for("continue", workflow)._continue(self, text, store=store)
+        wf = self._workflow_for("continue", workflow)
+        return wf._continue(self, text, store=store, replay=replay)
 
     def _workflow_for(self, action: str, workflow: Any) -> Any:
         wf = workflow if workflow is not None else self.workflow

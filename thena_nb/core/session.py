@@ -15,7 +15,7 @@ from thena_nb.core._executor import run_steps
 from thena_nb.core._replay import Replay
 from thena_nb.core._run_state import PausePoint, Position, RunControl, Scope
 from thena_nb.core._signals import Halt, LoopBreak
-from thena_nb.core._tool_sources import close_tool_sources
+from thena_nb.core._tool_sources import close_tool_sources, closed_with
 from thena_nb.core.context import Context
 from thena_nb.core.events import Event, event
 from thena_nb.core.gates import Approver, Decision, Gatekeeper, PendingCall, Waiting
@@ -96,7 +96,9 @@ class Session:
             recorder=recorder,
         )
         self._control.on_turn.append(self._after_turn)
+        self._control.tool_sources = closed_with(self)  # (closed if this is dropped paused)
         self._control.tool_timeout = workflow.tool_timeout
+        self._control.max_tool_result_chars = workflow.max_tool_result_chars
         self._control.deps = deps
         self.gates: list[Callable[[ToolCall], Any]] = self._control.gates
         """Predicates `fn(call) -> bool` that hold calls for a decision, beside the tools'
@@ -318,11 +320,16 @@ class Session:
     @property
     def open_loops(self) -> list[OpenLoop]:
         """A snapshot of the loops running at this moment, outermost first, nested ones
-        included (empty before the run starts and after it ends)."""
+        included, and those inside the parallel branches running now (each branch's in
+        declaration order); empty before the run starts and after it ends."""
         if self._top is None or self.done:
             return []
-        in_order = self._control.in_order  # a stepping session inside a parallel branch
-        where = in_order[0] if in_order is not None else self._top
+        control = self._control
+        in_order = control.in_order  # a stepping session inside a parallel branch
+        # The run's own position, then every branch under way (each keeps the loops it is
+        # in: those of the block's own position, shared, and its own).
+        positions = [self._top, *([in_order[0]] if in_order else []), *control.tasks]
+        frames = {id(f): f for at in positions for f in at.loops}.values()
         return [
             OpenLoop(
                 path=f.path,
@@ -331,7 +338,7 @@ class Session:
                 consecutive_fails=f.consecutive,
                 max_fails=f.step.max_fails,
             )
-            for f in where.loops
+            for f in sorted(frames, key=lambda f: f.path.count("/"))  # (a stable sort)
         ]
 
     @property
@@ -367,6 +374,9 @@ class Session:
         self._waiters.append(waiter)
         if self.task is None:
             self.task = loop.create_task(self._drive())
+            # Pending for good if the session is dropped while paused: it is collected with
+            # the session then (its sources closed, `closed_with`), which is no leak to report.
+            self.task._log_destroy_pending = False  # type: ignore[attr-defined]
         elif self._resume is not None and not self._resume.done():
             self._resume.set_result(None)
         await waiter
@@ -456,6 +466,9 @@ class Session:
             run.error = INTERRUPTED
             exc.run = run  # type: ignore[attr-defined]
             self.exception = exc
+            raise
+        except GeneratorExit:  # dropped while paused, the session was collected with its task
+            status, run.error = "stopped", INTERRUPTED  # (its sources: `closed_with`)
             raise
         except BaseException as exc:
             status = "failed"

@@ -15,6 +15,7 @@ from typing import Any, Protocol, overload, runtime_checkable
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from thena_nb.core._secrets import scrub
+from thena_nb.core._tool_size import cut_middle
 from thena_nb.core._tool_time import TimedOut, checked_timeout, in_thread, within
 from thena_nb.core.model import ToolSpec
 from thena_nb.core.types import ToolCall, finished
@@ -34,6 +35,7 @@ __all__ = [
     "in_a_thread",
     "readable",
     "run_tool_call",
+    "sized",
     "tool",
 ]
 
@@ -430,11 +432,43 @@ def _cut_short(tool_name: str, shown: str, exc: TimedOut | Stopped) -> str:
         return (
             f"Error: tool {tool_name!r} {shown} was stopped while it ran (the run was stopped){how}"
         )
+    where = exc.set_by or "`@tool(timeout=...)` or `Workflow(tool_timeout=...)`"
     return (
         f"Error: tool {tool_name!r} {shown} timed out after {exc.limit:g} s{how} The limit "
-        f"is `@tool(timeout=...)` or `Workflow(tool_timeout=...)`: raise it there if the tool "
-        f"needs longer."
+        f"is {where}: raise it there if the tool needs longer."
     )
+
+
+def _limit_of(t: Tool, timeout: float | None) -> tuple[float | None, str]:
+    """The call's time limit and where it was set: the tool's own, else the workflow's."""
+    if t.timeout is not None:
+        return t.timeout, f"the tool's own `{_maker(t)}(timeout={t.timeout:g})`"
+    if timeout is not None:
+        return timeout, f"the workflow's `Workflow(tool_timeout={timeout:g})`"
+    return None, ""
+
+
+def _maker(t: Tool) -> str:
+    """How a tool of `t`'s kind is given a limit: `@tool`, or its class."""
+    return "@tool" if type(t) is Tool else type(t).__name__
+
+
+def sized(done: ToolCall, limit: int | None) -> ToolCall:
+    """`done`, its result or error cut to `limit` characters (`cut_middle`) and the cut
+    marked (`result_cut`); a traceback is cut to the same limit."""
+    if limit is None:
+        return done
+    c = done.__dict__
+    field = "result" if c["ok"] else "error"
+    said, shown = c[field], c["traceback"]
+    if (said is None or len(said) <= limit) and (shown is None or len(shown) <= limit):
+        return done  # the usual case: nothing to cut
+    update: dict[str, Any] = {}
+    if said is not None and len(said) > limit:
+        update[field], update["result_cut"] = cut_middle(said, limit)
+    if shown is not None and len(shown) > limit:
+        update["traceback"] = cut_middle(shown, limit)[0]
+    return finished(done, **update)
 
 
 async def run_tool_call(
@@ -443,22 +477,31 @@ async def run_tool_call(
     ctx: Context | None,
     *,
     timeout: float | None = None,
+    max_chars: int | None = None,
 ) -> ToolCall:
     """Run one call against `tools` and return the finished call; never raises for a
     failure of the tool itself (it becomes the call's `error`).
 
     `timeout` is the limit for a tool that sets none itself (`Workflow(tool_timeout=...)`);
-    a call that runs past its limit is a failed call, never retried.
+    a call that runs past its limit is a failed call, never retried. A result or error
+    longer than `max_chars` (`Workflow(max_tool_result_chars=...)`) is cut (`sized`).
     """
     t = tools.get(call.name)
     if t is None:
         error = error_observation(call.name, call.arguments, available=list(tools))
-        return finished(call, ok=False, error=error)
-    limit = t.timeout if t.timeout is not None else timeout
+        return sized(finished(call, ok=False, error=error), max_chars)
+    return sized(await _run(t, call, ctx, _limit_of(t, timeout)), max_chars)
+
+
+async def _run(
+    t: Tool, call: ToolCall, ctx: Context | None, limit: tuple[float | None, str]
+) -> ToolCall:
+    """Run `t` for `call`, again after it raises (up to its `retries`), within `limit`."""
+    seconds, set_by = limit
     retries = 0
     while True:
         try:
-            if limit is None:
+            if seconds is None:
                 result = await t.call(ctx, call.arguments)
             else:
                 inline = not t.is_async and not t.blocking  # given a thread of its own
@@ -467,7 +510,7 @@ async def run_tool_call(
                     if inline
                     else t.call(ctx, call.arguments)
                 )
-                result = await within(work, limit, abandoned=not t.is_async)
+                result = await within(work, seconds, abandoned=not t.is_async, set_by=set_by)
         except (ValidationError, TimedOut) as exc:
             error = readable(error_observation(call.name, call.arguments, exc=exc))
             return finished(call, ok=False, error=error, retries=retries)

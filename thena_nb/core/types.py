@@ -147,6 +147,9 @@ class ToolCall(BaseModel):
     traceback: str | None = None
     """The formatted traceback of a tool that raised, for people only: never sent to the
     model, secrets scrubbed."""
+    result_cut: int | None = None
+    """How many characters were cut from the middle of the result (or error) before it was
+    kept and sent to the model (`Workflow(max_tool_result_chars=...)`); `None`: nothing."""
 
 
 @shares_keys

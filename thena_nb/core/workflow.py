@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from thena_nb.core import _html, _portals
 from thena_nb.core._collector import fewer_collections
 from thena_nb.core._replay import Replay
+from thena_nb.core._tool_size import DEFAULT_MAX_TOOL_RESULT_CHARS, checked_max_chars
 from thena_nb.core._tool_time import checked_timeout
 from thena_nb.core.agent import Agent
 from thena_nb.core.changes import Changes
@@ -46,6 +47,10 @@ class Workflow:
         retry: How transient model errors are retried (`RetryPolicy`).
         tool_timeout: Seconds any tool call may take, for tools that set no `timeout` of
             their own (`None`: no limit); a call past it is a failed tool call.
+        max_tool_result_chars: The longest tool result (or error) kept and sent to the model,
+            in characters (default 100,000, about 25,000 tokens; `None`: no limit). A longer
+            one keeps its first and last halves of that around a note of how much was cut,
+            and its call's `result_cut` says how many characters were cut.
 
     Raises:
         WorkflowDefinitionError: The definition is wrong (before any model call, S9).
@@ -74,6 +79,7 @@ class Workflow:
         budget: Budget | None = None,
         retry: RetryPolicy | None = None,
         tool_timeout: float | None = None,
+        max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise WorkflowDefinitionError(
@@ -92,6 +98,12 @@ class Workflow:
             self.tool_timeout = checked_timeout(tool_timeout, f"workflow {name!r}")
         except ValueError as exc:
             raise WorkflowDefinitionError(str(exc).replace("`timeout`", "`tool_timeout`")) from None
+        try:
+            self.max_tool_result_chars = checked_max_chars(
+                max_tool_result_chars, f"workflow {name!r}"
+            )
+        except ValueError as exc:
+            raise WorkflowDefinitionError(str(exc)) from None
         if state is not None and not (isinstance(state, type) and issubclass(state, BaseModel)):
             raise WorkflowDefinitionError(
                 f"workflow {name!r}: `state=` takes a pydantic model class, got {state!r}"
@@ -362,13 +374,18 @@ class Workflow:
         return run_sync(afork(self, run, at, changes=changes, store=store, **edits))
 
     def _continue(
-        self, run: Run, text: str, *, store: RunStore | Literal[False] | None = None
+        self,
+        run: Run,
+        text: str,
+        *,
+        store: RunStore | Literal[False] | None = None,
+        replay: Run | None = None,
     ) -> Run:
         """`run.continue_with(...)` with this workflow: see `Run.continue_with`."""
         from thena_nb.core._aio import run_sync
         from thena_nb.core._fork import acontinue
 
-        return run_sync(acontinue(self, run, text, store=store))
+        return run_sync(acontinue(self, run, text, store=store, replay=replay))
 
     def map(
         self,
@@ -385,6 +402,7 @@ class Workflow:
         run_timeout: float | None = None,
         keep_runs: bool | None = None,
         reuse: bool = True,
+        approve: Approver | None = None,
     ) -> _portals.Experiment:
         """Run every case under every variant, score the runs, and collect them in an
         `Experiment`.
@@ -408,6 +426,10 @@ class Workflow:
                 `exp.runs` loads them from it and the experiment keeps a summary per run).
             reuse: `False` runs every run again instead of taking the stored one
                 (`exp.frame()`'s `reused` and `changed` say why a run ran).
+            approve: `fn(pending_call) -> Decision` (sync or async), as `wf.run` takes it:
+                decides every call a tool gate holds, in every run, so no run waits for a
+                person. Without it, a run that meets a gate is a `"waiting"` row. Runs are
+                reused only when made with the same `approve` (by its code).
 
         Example:
             >>> from thena_nb import Agent, Case, Workflow
@@ -423,6 +445,7 @@ class Workflow:
             self, inputs, variants=variants, concurrency=concurrency, backend=backend,
             store=store, progress=progress, ray_address=ray_address, scorers=scorers,
             repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs, reuse=reuse,
+            approve=approve,
         )  # fmt: skip
 
     def stepper(self, input: str, *, state: Any = None) -> _portals.Stepper:

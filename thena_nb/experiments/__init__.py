@@ -30,6 +30,8 @@ pandas frame (by contents). The rule that tells state from configuration:
   one part.
 - A value with no stable description (an object known only by its address, an iterator)
   is said once, and the variant's runs are then never reused.
+- `approve=` (which decides the calls tool gates hold) counts too, by its code: runs made
+  with another `approve`, or without one (left `waiting`), are not taken for its runs.
 
 `exp.frame()` says per run whether it was `reused` and, if not, what `changed` since the
 stored run (`global PROMPTS['A']`, `helper (code)`, `no stored run`, `stored run failed`,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
+from thena_nb.core.gates import Approver
 from thena_nb.core.run import Run
 from thena_nb.core.store._owner import RunInUse
 from thena_nb.core.store.base import records_of
@@ -36,35 +37,54 @@ async def run_local(plan: Plan, todo: list[Job], done: Done, gate: Gates, *, sto
     behind its model's gate."""
     workflows = {name: gated(wf, gate) for name, wf in plan.variant_workflows.items()}
     queue = iter(todo)
-    timeout = plan.run_timeout
+    timeout, approve = plan.run_timeout, plan.approve
 
     async def worker() -> None:
         for job in queue:  # (`run_live` without its frame: one per run in flight)
-            start = functools.partial(_run_here, workflows[job.variant], job, store, timeout)
+            wf = workflows[job.variant]
+            start = functools.partial(_run_here, wf, job, store, timeout, approve)
             done(job, await run_claimed(job, store, start))
 
     with fewer_collections():
         await _all(worker() for _ in range(min(plan.concurrency, len(todo))))
 
 
-async def run_live(workflow: Workflow, job: Job, store: Any, timeout: float | None = None) -> Run:
+async def run_live(
+    workflow: Workflow,
+    job: Job,
+    store: Any,
+    timeout: float | None = None,
+    approve: Approver | None = None,
+) -> Run:
     """One run in this process, or the run another process made of it meanwhile (the same
     experiment run twice at once: a run has one writer)."""
-    return await run_claimed(job, store, lambda: _run_here(workflow, job, store, timeout))
+    return await run_claimed(job, store, lambda: _run_here(workflow, job, store, timeout, approve))
 
 
-async def _run_here(workflow: Workflow, job: Job, store: Any, timeout: float | None) -> Run:
+async def _run_here(
+    workflow: Workflow,
+    job: Job,
+    store: Any,
+    timeout: float | None,
+    approve: Approver | None = None,
+) -> Run:
     """One run in this process; cancelling it cancels the session's own task too.
 
     With `timeout`, a run still going after that many seconds is cancelled and ends
     `"failed"` with a `TimeoutError` as its error (stored so, when there is a store).
+    `approve` decides the calls a tool gate holds.
 
     Raises:
         RunInUse: Another writer holds the run.
     """
-    # A tool gate ends the run as `"waiting"` (a row status), to resume by its id later.
+    # Without `approve`, a tool gate ends the run as `"waiting"` (a row status), to resume
+    # by its id later.
     s = workflow.session(
-        job.input, run_id=job.run_id, store=False if store is None else store, at_gate="wait"
+        job.input,
+        run_id=job.run_id,
+        store=False if store is None else store,
+        approve=approve,
+        at_gate="wait",
     )
     try:
         # Without a time limit the run goes on in this task (a task fewer per run); with
@@ -182,6 +202,7 @@ class _Pool:
             _remote_worker().options(max_concurrency=max(plan.concurrency, 1)).remote,
             blob,
             plan.run_timeout,
+            plan.approve,
         )
         self.actors: list[Any] = [self._make() for _ in range(workers)]
         self._load = [0] * workers
@@ -259,19 +280,22 @@ def _remote_worker() -> Any:
 class RayWorker:
     """A Ray actor: the experiment's workflows, gated, and runs of them on its event loop."""
 
-    def __init__(self, blob: bytes, run_timeout: float | None) -> None:
+    def __init__(
+        self, blob: bytes, run_timeout: float | None, approve: Approver | None = None
+    ) -> None:
         workflows = loads_workflows(blob)
         # One gate per model in this worker: a rate limit pauses this worker's runs.
         gates = Gates(next(iter(workflows.values())).retry.initial_delay)
         self.workflows = {name: gated(wf, gates) for name, wf in workflows.items()}
         self.run_timeout = run_timeout
+        self.approve = approve
         # The actor's process runs nothing but runs, many at once (see `core/_collector`).
         gc.set_threshold(*RUN_THRESHOLDS)
 
     async def run(self, variant: str, input: str, run_id: str) -> str:
         """One run, as JSON (the store write happens on the driver)."""
         job = Job(0, input, variant, run_id)
-        run = await run_live(self.workflows[variant], job, None, self.run_timeout)
+        run = await run_live(self.workflows[variant], job, None, self.run_timeout, self.approve)
         return run.to_json()
 
 

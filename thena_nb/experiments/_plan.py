@@ -15,11 +15,13 @@ from typing import Any, Literal
 from thena_nb.core.cases import Case, as_cases
 from thena_nb.core.changes import Changes, apply_changes
 from thena_nb.core.errors import StoreError
+from thena_nb.core.gates import Approver
 from thena_nb.core.run import INTERRUPTED, Run
 from thena_nb.core.store._owner import RunInUse, keep_ended
 from thena_nb.core.workflow import Workflow
-from thena_nb.experiments._fingerprint import Fingerprint
+from thena_nb.experiments._fingerprint import Fingerprint, Unfingerprintable, digest
 from thena_nb.experiments._reuse import fingerprint_or_reason
+from thena_nb.experiments._rows import RunFacts, facts_from_summary
 
 __all__ = [
     "BASE_VARIANT",
@@ -27,6 +29,7 @@ __all__ = [
     "Done",
     "Job",
     "Plan",
+    "Summarised",
     "fingerprint",
     "retarget",
     "reuse_finished",
@@ -64,6 +67,8 @@ class Job:
 
 Done = Callable[[Job, Run], None]
 """Called with each job and its run as the run ends (or is found finished in the store)."""
+Summarised = Callable[[Job, RunFacts], None]
+"""Called with each job whose run the store finished, with what its row needs of it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +88,10 @@ class Plan:
     """Seconds a run may take before it is cancelled and ends failed (`None`: no limit)."""
     fingerprints: dict[str, Fingerprint | None] = dataclasses.field(default_factory=dict)
     """Each variant's fingerprint when the experiment began (`None`: it has none)."""
+    approve: Approver | None = None
+    """Decides every call a tool gate holds, in every run (`wf.map(approve=)`)."""
+    approve_digest: str | None = None
+    """The digest of `approve`'s fingerprint (`None`: no `approve`, or one that has none)."""
 
     @classmethod
     def of(
@@ -95,12 +104,13 @@ class Plan:
         backend: Backend,
         repeats: int = 1,
         run_timeout: float | None = None,
+        approve: Approver | None = None,
     ) -> Plan:
         """The jobs of an experiment, in (input, variant, repeat) order, with every variant
         built.
 
         Raises:
-            TypeError: `inputs` is a single string.
+            TypeError: `inputs` is a single string, or `approve` is not callable.
             ValueError: Bad `variants`, `concurrency`, `backend`, `repeats` or
                 `run_timeout`.
         """
@@ -117,11 +127,58 @@ class Plan:
         # Every variant is built (and checked) before anything runs.
         built = {name: apply_changes(workflow, changes) for name, changes in chosen.items()}
         fingerprints = _fingerprints(workflow.name, built)
-        jobs = _jobs(workflow.name, texts, fingerprints, repeats)
+        decider = _approve_digest(workflow.name, approve)
+        # Runs decided by an `approve` that has no fingerprint are never reused.
+        ids_from = fingerprints if approve is None or decider else dict.fromkeys(fingerprints)
+        jobs = _jobs(workflow.name, texts, ids_from, repeats)
         return cls(
             workflow, texts, chosen, built, jobs, concurrency, backend, cases, repeats,
-            run_timeout, fingerprints,
+            run_timeout, fingerprints, approve, decider,
         )  # fmt: skip
+
+    def decided(self, bases: Mapping[str, str | None]) -> dict[str, str | None]:
+        """The digests the jobs' run ids are made from: the variants' own (`bases`), each
+        mixed with `approve`'s when there is one, so that a run decided by another
+        `approve` (or left waiting by none) is never taken for a run decided by this one."""
+        if self.approve is None:
+            return dict(bases)
+        own = self.approve_digest
+        return {
+            name: None if base is None or own is None else _mix(base, own)
+            for name, base in bases.items()
+        }
+
+
+def _approve_digest(workflow_name: str, approve: Any) -> str | None:
+    """The digest of `approve`'s fingerprint; `None` without `approve`, or (said once) when
+    it has none.
+
+    Raises:
+        TypeError: `approve` is not callable.
+    """
+    if approve is None:
+        return None
+    if not callable(approve):
+        raise TypeError(
+            f"`approve` takes `fn(pending_call) -> Decision` (e.g. `lambda call: "
+            f"Decision.approve()`), got {approve!r}"
+        )
+    try:
+        return digest(approve)
+    except Unfingerprintable as exc:
+        warnings.warn(
+            f"the `approve` of this experiment of workflow {workflow_name!r} cannot be "
+            f"fingerprinted ({exc}), so its runs are never reused from the store: they run "
+            f"again every time",
+            stacklevel=5,  # the caller of run_experiment (via _prepare, Plan.of)
+        )
+        return None
+
+
+def _mix(base: str, approve_digest: str) -> str:
+    return hashlib.blake2b(
+        f"{base}\x1fapprove {approve_digest}".encode(), digest_size=16
+    ).hexdigest()
 
 
 def _check_timeout(run_timeout: Any) -> None:
@@ -176,10 +233,23 @@ def _jobs(
     return jobs
 
 
-def retarget(workflow_name: str, jobs: list[Job], bases: Mapping[str, str | None]) -> list[Job]:
-    """The jobs with their run ids made from `bases` (a variant's digest, see `_reuse`)."""
-    return [job if not job.reusable else dataclasses.replace(job, run_id=job_run_id(
-        workflow_name, job, bases[job.variant])) for job in jobs]  # fmt: skip
+def retarget(
+    workflow_name: str,
+    jobs: list[Job],
+    bases: Mapping[str, str | None],
+    made_from: Mapping[str, str | None] | None = None,
+) -> list[Job]:
+    """The jobs with their run ids made from `bases` (a variant's digest, see `_reuse`);
+    those of a variant whose ids were made from the same digest (`made_from`) as they are."""
+    made_from = made_from or {}
+    moved = {name for name, base in bases.items() if base is None or base != made_from.get(name)}
+    out = []
+    for job in jobs:
+        if job.reusable and job.variant in moved:
+            run_id = job_run_id(workflow_name, job, bases[job.variant])
+            job = dataclasses.replace(job, run_id=run_id)
+        out.append(job)
+    return out
 
 
 def job_run_id(workflow_name: str, job: Job, base: str | None) -> str:
@@ -216,18 +286,24 @@ def fingerprint(workflow: Workflow) -> str | None:
     return fp.digest() if fp is not None else None
 
 
-async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
+async def reuse_finished(
+    jobs: list[Job], store: Any, done: Done, summarised: Summarised | None = None
+) -> list[Job]:
     """Hand the runs the store already finished to `done`, a batch at a time as they are
     loaded (so a progress bar counts them as they are found); return the jobs still to run.
 
     The jobs' runs are looked up by run id (which the variant's fingerprint is part of):
-    with a store that has `statuses`, an index lookup that reads nothing else.
+    with a store that has `statuses`, an index lookup that reads nothing else. Given
+    `summarised`, and a store that has `summaries`, each run goes to `summarised` as what
+    its row needs, read in bulk, and is not loaded (`done` gets those it cannot summarise).
     """
     if store is None or not jobs:
         return list(jobs)
     by_id = {job.run_id: job for job in jobs if job.reusable}
     ready = await asyncio.to_thread(_finished_ids, store, list(by_id)) if by_id else []
     reused: set[str] = set()
+    if summarised is not None and callable(getattr(store, "summaries", None)):
+        ready = await _summarise(store, ready, by_id, summarised, reused)
     for start in range(0, len(ready), _LOAD_BATCH):
         batch = ready[start : start + _LOAD_BATCH]
         for run_id, run in (await asyncio.to_thread(_load_some, store, batch)).items():
@@ -238,6 +314,48 @@ async def reuse_finished(jobs: list[Job], store: Any, done: Done) -> list[Job]:
 
 _LOAD_BATCH = 64
 """Stored runs loaded per worker-thread hop while an experiment looks for finished runs."""
+_SUMMARY_BATCH = 500
+"""Stored runs summarised per worker-thread hop (`store.summaries`, one statement each)."""
+
+
+async def _summarise(
+    store: Any, ready: list[str], by_id: dict[str, Job], summarised: Summarised, reused: set[str]
+) -> list[str]:
+    """Hand each of `ready` the store can summarise to `summarised`, a batch at a time
+    (adding its id to `reused`); return the ids still to load. A run cut short by a Ctrl-C
+    is forgotten (it runs again), as `_load_some` does."""
+    rest: list[str] = []
+    for start in range(0, len(ready), _SUMMARY_BATCH):
+        batch = ready[start : start + _SUMMARY_BATCH]
+        found = await asyncio.to_thread(_summaries_of, store, batch)
+        for run_id in batch:
+            facts = found.get(run_id)
+            if facts is None:
+                if run_id not in found:
+                    rest.append(run_id)
+                continue
+            summarised(by_id[run_id], facts)
+            reused.add(run_id)
+    return rest
+
+
+def _summaries_of(store: Any, run_ids: list[str]) -> dict[str, RunFacts | None]:
+    """The facts of each run the store summarises (`None`: interrupted, now forgotten)."""
+    out: dict[str, RunFacts | None] = {}
+    for run_id, summary in store.summaries(run_ids).items():
+        try:
+            facts = facts_from_summary(summary)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue  # loaded instead, which says what is wrong with it
+        if facts.status not in _REUSABLE_SET:
+            continue  # (it changed since it was looked up: loaded, as before)
+        if facts.error == INTERRUPTED:  # cut short by a Ctrl-C or a cancel: run it again
+            with contextlib.suppress(StoreError):
+                store.delete(run_id)
+            out[run_id] = None
+            continue
+        out[run_id] = facts
+    return out
 
 
 def _finished_ids(store: Any, wanted: list[str]) -> list[str]:

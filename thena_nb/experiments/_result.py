@@ -13,6 +13,7 @@ from thena_nb.core.cases import Case
 from thena_nb.core.changes import Changes
 from thena_nb.core.run import Run
 from thena_nb.experiments._chart import score_chart
+from thena_nb.experiments._rows import RunFacts, facts_of, row_of
 from thena_nb.experiments._scorers import Scorer
 from thena_nb.experiments._scoring import Scored, Scoring, explaining, named_scorers
 from thena_nb.experiments._summary import (
@@ -116,13 +117,20 @@ class Experiment:
     def _keep(self, slot: int, run: Run, *, reused: bool = False, changed: str = "") -> None:
         """Put a run that ended in its (input, variant, repeat) place: its summary, and the
         run itself when runs are kept. `changed` says why a run was not reused."""
-        input, variant = self._key(slot)
-        self._rows[slot] = tuple(_run_row(input, variant, run, reused, changed).values())
-        self._run_ids[slot] = run.run_id
-        if reused:
-            self._reused.add(slot)
+        self._keep_facts(slot, facts_of(run), reused=reused, changed=changed)
         if self.keep_runs:
             self._slots[slot] = run
+
+    def _keep_facts(
+        self, slot: int, facts: RunFacts, *, reused: bool = False, changed: str = ""
+    ) -> None:
+        """Put a run's summary in its place, without the run (a stored run taken again:
+        `runs` loads it when it is read)."""
+        input, variant = self._key(slot)
+        self._rows[slot] = tuple(row_of(input, variant, facts, reused, changed).values())
+        self._run_ids[slot] = facts.run_id
+        if reused:
+            self._reused.add(slot)
 
     def _ended(self) -> list[int]:
         """The slots whose run ended, in order."""
@@ -145,7 +153,7 @@ class Experiment:
         return run
 
     def _row(self, slot: int) -> dict[str, Any]:
-        """An ended run's summary as a dict (the columns `_run_row` gives)."""
+        """An ended run's summary as a dict (the columns `row_of` gives)."""
         row = self._rows[slot]
         assert row is not None
         return dict(zip(_FRAME_DTYPES, row, strict=True))
@@ -392,21 +400,30 @@ class Experiment:
             f"inputs={len(self.inputs)}, variants={list(self.variants)!r}{extra})"
         )
 
-    def diff(self, variant_a: str, variant_b: str, *, input: str | None = None) -> RunDiff:
+    def diff(
+        self,
+        variant_a: str,
+        variant_b: str,
+        *,
+        input: str | None = None,
+        repeat: int | None = None,
+    ) -> RunDiff:
         """The diff of two variants' runs of one input: `run_a.diff(run_b)` (no model call).
 
         Args:
             variant_a: The variant whose run is run `a`.
             variant_b: The variant whose run is run `b`.
             input: The input of both runs; it may be left out when there is only one.
+            repeat: Which repeat of each variant to diff (0-based), needed when the
+                experiment has `repeats > 1`.
 
         Returns:
             A `RunDiff`: the turns aligned, and the first divergence with its cause.
 
         Raises:
             ValueError: A variant or the input is not in the experiment, `input` is left out
-                with several inputs, or one of the two runs did not end (a cancelled
-                experiment).
+                with several inputs, `repeat` is left out with `repeats > 1` or is out of
+                range, or one of the two runs did not end (a cancelled experiment).
 
         Example:
             >>> from thena_nb import Agent, Workflow
@@ -416,24 +433,59 @@ class Experiment:
             >>> exp = wf.map(["hi"], variants=variants, store=False, progress=False)
             >>> exp.diff("plain", "brief").first_divergence.changed
             ('system',)
+            >>> again = wf.map(["hi"], variants=variants, repeats=3, store=False, progress=False)
+            >>> again.diff("plain", "brief", repeat=2).first_divergence.changed
+            ('system',)
         """
         for name in (variant_a, variant_b):
             if name not in self.variants:
                 known = ", ".join(map(repr, self.variants))
                 raise ValueError(f"the experiment has no variant {name!r}; variants: {known}")
+        input = self._input_to_diff(input)
+        repeat = self._repeat_to_diff(repeat)
+        slots = {
+            self._key(slot)[1]: slot
+            for slot in self._ended()
+            if self._key(slot)[0] == input and self._place(slot)[1] == repeat
+        }
+        for name in (variant_a, variant_b):
+            if name not in slots:
+                which = f" (repeat {repeat})" if self.repeats > 1 else ""
+                raise ValueError(f"the run of {input!r} under {name!r}{which} did not end")
+        return self._run_at(slots[variant_a]).diff(self._run_at(slots[variant_b]))
+
+    def _input_to_diff(self, input: str | None) -> str:
+        """The input `diff` compares the runs of: `input`, or the only one."""
         if input is None:
             if len(self.inputs) != 1:
                 raise ValueError(
                     f"the experiment has {len(self.inputs)} inputs; say which with `input=`"
                 )
-            input = self.inputs[0]
-        elif input not in self.inputs:
+            return self.inputs[0]
+        if input not in self.inputs:
             raise ValueError(f"the experiment has no input {input!r}")
-        slots = {self._key(slot)[1]: slot for slot in self._ended() if self._key(slot)[0] == input}
-        for name in (variant_a, variant_b):
-            if name not in slots:
-                raise ValueError(f"the run of {input!r} under {name!r} did not end")
-        return self._run_at(slots[variant_a]).diff(self._run_at(slots[variant_b]))
+        return input
+
+    def _repeat_to_diff(self, repeat: int | None) -> int:
+        """The repeat `diff` compares: `repeat`, or 0 when each run has no repeats."""
+        n = self.repeats
+        valid = ", ".join(map(str, range(n))) if n <= 10 else f"0 to {n - 1}"
+        if repeat is None:
+            if self.repeats == 1:
+                return 0
+            raise ValueError(
+                f"the experiment has {self.repeats} repeats of each run (`repeats="
+                f"{self.repeats}`); say which to diff with `repeat=k`, 0-based: {valid}"
+            )
+        if (
+            isinstance(repeat, bool)
+            or not isinstance(repeat, int)
+            or not 0 <= repeat < self.repeats
+        ):
+            raise ValueError(
+                f"the experiment has no repeat {repeat!r}; `repeat=` is 0-based: {valid}"
+            )
+        return repeat
 
 
 _FRAME_DTYPES: dict[str, str] = {
@@ -487,37 +539,6 @@ _COMPARE_COLUMNS = (
     "cost_usd",
     "saved_usd",
 )
-
-
-def _run_row(
-    input: str, variant: str, run: Run, reused: bool = False, changed: str = ""
-) -> dict[str, Any]:
-    calls = [c for t in run.turns for c in t.tool_calls]
-    cost, saved = run.cost_usd, run.usage.saved_usd
-    if reused:  # taken from the store: this experiment made none of its calls
-        cost, saved = 0.0, saved + (cost or 0.0)
-    reasons = [n.stop_reason for n in run.loops]
-    open_loop = "waiting" if run.status == "waiting" else "error"  # no stop reason yet
-    wall = (run.finished_at - run.started_at).total_seconds() if run.finished_at else None
-    return {
-        "input": input,
-        "variant": variant,
-        "status": run.status,
-        "error": run.error if run.status == "failed" else None,
-        "stop_reasons": ",".join(r or open_loop for r in reasons) if reasons else None,
-        "turns": len(run.turns),
-        "tool_calls": len(calls),
-        "rescued": sum(c.source == "rescued" for c in calls) / len(calls) if calls else None,
-        # A model (or step) that raised is a failure too, not only a failed tool call.
-        "failures": sum(c.ok is False for c in calls) + (run.status == "failed"),
-        "input_tokens": run.usage.input_tokens,
-        "output_tokens": run.usage.output_tokens,
-        "wall_s": wall,
-        "cost_usd": cost,
-        "saved_usd": saved,
-        "reused": reused,
-        "changed": "" if reused else changed,
-    }
 
 
 def _variant_row(variant: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from thena_nb.core._aio import run_sync
 from thena_nb.core.changes import Changes
+from thena_nb.core.gates import Approver
 from thena_nb.core.run import Run
 from thena_nb.core.store.base import resolve_store
 from thena_nb.core.workflow import Workflow
@@ -19,6 +20,7 @@ from thena_nb.experiments._plan import (
     Backend,
     Job,
     Plan,
+    Summarised,
     job_run_id,
     retarget,
     reuse_finished,
@@ -26,6 +28,7 @@ from thena_nb.experiments._plan import (
 )
 from thena_nb.experiments._result import Experiment
 from thena_nb.experiments._reuse import Reuse
+from thena_nb.experiments._rows import RunFacts
 from thena_nb.experiments._scorers import Scorer
 from thena_nb.experiments._scoring import named_scorers
 
@@ -47,6 +50,7 @@ def run_experiment(
     run_timeout: float | None = None,
     keep_runs: bool | None = None,
     reuse: bool = True,
+    approve: Approver | None = None,
 ) -> Experiment:
     """Run `workflow` on every case under every variant, `repeats` times, and score the runs.
 
@@ -54,8 +58,7 @@ def run_experiment(
         workflow: The workflow to run.
         inputs: The cases: strings (other inputs are converted with `str`), `Case`s, or a
             pydantic-evals `Dataset` (or its cases).
-        variants: Variant name to changes dict (see `grid`); `None` runs the workflow as it
-            is, as the variant `"base"`.
+        variants: Variant name to changes dict (see `grid`); `None`: the workflow as it is.
         concurrency: At most this many runs at a time.
         backend: `"local"` (asyncio here) or `"ray"` (`thena_nb[ray]`): a Ray worker per
             free CPU; one that dies fails its runs in flight (they say so) and is replaced.
@@ -73,18 +76,18 @@ def run_experiment(
             one, the experiment keeps a summary per run and `exp.runs` loads the runs.
         reuse: Take runs the store finished instead of running them again (see
             `thena_nb.experiments`); `False` runs every run again, in place of the old.
+        approve: `fn(pending_call) -> Decision` for every gated call of every run (`wf.map`).
 
     Raises:
-        TypeError, ValueError: Bad `inputs`, `variants`, `concurrency`, `repeats`,
-            `run_timeout` or `scorers` (before any run starts); with `backend="ray"`, a
-            model or tool that cannot be sent to the workers (the message names it).
+        TypeError, ValueError: Any bad argument, before any run starts; with `backend="ray"`,
+            a model or tool that cannot be sent to the workers (the message names it).
         KeyboardInterrupt: The experiment was interrupted; `exc.experiment` holds the runs
             that finished (stored: running again reuses them), as any exception does.
     """
     options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
                    progress=progress, ray_address=ray_address, scorers=scorers,
                    repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs,
-                   reuse=reuse)  # fmt: skip
+                   reuse=reuse, approve=approve)  # fmt: skip
     exp, running = _prepare(workflow, inputs, start_ray=True, **options)
     try:
         return run_sync(running)
@@ -109,6 +112,7 @@ async def arun_experiment(
     run_timeout: float | None = None,
     keep_runs: bool | None = None,
     reuse: bool = True,
+    approve: Approver | None = None,
 ) -> Experiment:
     """The async form of `run_experiment`.
 
@@ -119,7 +123,7 @@ async def arun_experiment(
     options = dict(variants=variants, concurrency=concurrency, backend=backend, store=store,
                    progress=progress, ray_address=ray_address, scorers=scorers,
                    repeats=repeats, run_timeout=run_timeout, keep_runs=keep_runs,
-                   reuse=reuse)  # fmt: skip
+                   reuse=reuse, approve=approve)  # fmt: skip
     _, running = _prepare(workflow, inputs, **options)
     return await running
 
@@ -139,6 +143,7 @@ def _prepare(
     run_timeout: float | None,
     keep_runs: bool | None,
     reuse: bool = True,
+    approve: Approver | None = None,
     start_ray: bool = False,
 ) -> tuple[Experiment, Coroutine[Any, Any, Experiment]]:
     """The experiment, empty, and the coroutine that fills it; every argument is checked
@@ -146,7 +151,7 @@ def _prepare(
     caller's thread, not on the thread `run_sync` may run the coroutine on."""
     plan = Plan.of(
         workflow, inputs, variants, concurrency=concurrency, backend=backend, repeats=repeats,
-        run_timeout=run_timeout,
+        run_timeout=run_timeout, approve=approve,
     )  # fmt: skip
     named = named_scorers(scorers)
     if start_ray and plan.backend == "ray":
@@ -193,9 +198,9 @@ async def _execute(
         exp.slowdowns = gate.slowdowns
         bar.update(1)
 
-    ended = False
+    summarised, ended = _summarised(exp, bar, scoring), False  # (stored runs' rows alone)
     try:
-        todo = await _to_run(plan, reusing, runs_store, lambda j, r: keep(j, r, True))
+        todo = await _to_run(plan, reusing, runs_store, lambda j, r: keep(j, r, True), summarised)
         why.update(await asyncio.to_thread(_reasons, reusing, plan.workflow.name, todo))
         exp.reused = len(plan.jobs) - len(todo)
         if plan.backend == "ray":
@@ -224,14 +229,34 @@ async def _execute(
     return exp
 
 
+def _summarised(exp: Experiment, bar: Any, scoring: Any) -> Summarised | None:
+    """What takes a stored run's row without the run (`exp.runs` loads it when read), or
+    `None` when each stored run is to be loaded: to be scored, or kept (`keep_runs`)."""
+    if scoring is not None or exp.keep_runs:
+        return None
+
+    def keep_facts(job: Job, facts: RunFacts) -> None:
+        exp._keep_facts(job.slot, facts, reused=True)
+        bar.update(1)
+
+    return keep_facts
+
+
 async def _to_run(
-    plan: Plan, reusing: Reuse, store: Any, reused: Callable[[Job, Run], None]
+    plan: Plan,
+    reusing: Reuse,
+    store: Any,
+    reused: Callable[[Job, Run], None],
+    summarised: Summarised | None = None,
 ) -> list[Job]:
     """The jobs to run: those whose stored run is not reused (`reused` is told each one
-    that is), or, without reuse, every job, its stored run forgotten."""
-    jobs = retarget(plan.workflow.name, plan.jobs, await reusing.prepare())
+    that is, or `summarised` when it is given and the store can summarise the run), or,
+    without reuse, every job, its stored run forgotten."""
+    made_from = {name: fp.digest() if fp else None for name, fp in plan.fingerprints.items()}
+    bases = plan.decided(await reusing.prepare())  # with `approve=`, its code counts too
+    jobs = retarget(plan.workflow.name, plan.jobs, bases, made_from)
     if reusing.enabled:
-        return await reuse_finished(jobs, store, reused)
+        return await reuse_finished(jobs, store, reused, summarised)
     return await asyncio.to_thread(_forget_stored, store, jobs)
 
 

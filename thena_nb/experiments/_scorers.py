@@ -8,16 +8,19 @@ the column they fill in `exp.frame()`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import random
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
 from thena_nb.core.cases import Case
+from thena_nb.core.errors import TransientModelError
 from thena_nb.core.model import Model, ModelRequest, Reply, ToolSpec
 from thena_nb.core.run import Run
-from thena_nb.core.types import LoopStopReason, Message
+from thena_nb.core.types import LoopStopReason, Message, RetryPolicy
 
 __all__ = [
     "Check",
@@ -448,11 +451,20 @@ class Judge:
     explains = True
     """A judge's explanations get a column of their own, `<name>_explanation`."""
 
-    def __init__(self, model: Model, rubric: str, *, name: str, max_tokens: int) -> None:
+    def __init__(
+        self,
+        model: Model,
+        rubric: str,
+        *,
+        name: str,
+        max_tokens: int,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.model = model
         self.rubric = rubric
         self.name = name
         self.max_tokens = max_tokens
+        self.retry = retry if retry is not None else RetryPolicy()
 
     def request(self, run: Run, case: Case) -> ModelRequest:
         """What the judge sends the model about `run`."""
@@ -469,16 +481,41 @@ class Judge:
 
         Raises:
             ValueError: The reply held no score.
+            ModelError: The model call failed, for good or after every retry.
         """
-        reply: Reply = await self.model.respond(self.request(run, case))
-        return _parse_grade(reply)
+        return _parse_grade(await self._ask(self.request(run, case)))
+
+    async def _ask(self, request: ModelRequest) -> Reply:
+        """The model's reply; a transient error (a rate limit, an overload, a reset) is
+        retried under `retry`, as the executor retries a turn's model call (S25)."""
+        policy = self.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                reply: Reply = await self.model.respond(request)
+                return reply
+            except TransientModelError as exc:
+                if attempt > policy.max_retries:
+                    exc.add_note(f"gave up after {attempt} attempts")
+                    raise
+                await asyncio.sleep(policy.delay(attempt, exc.retry_after, random.random()))
 
     def __repr__(self) -> str:
         extra = f", name={self.name!r}" if self.name != "judge" else ""
+        if self.retry != RetryPolicy():
+            extra += f", retry={self.retry!r}"
         return f"judge({self.model!r}, {self.rubric!r}{extra})"
 
 
-def judge(model: Model, rubric: str, *, name: str = "judge", max_tokens: int = 1024) -> Judge:
+def judge(
+    model: Model,
+    rubric: str,
+    *,
+    name: str = "judge",
+    max_tokens: int = 1024,
+    retry: RetryPolicy | None = None,
+) -> Judge:
     """An LLM judge through any thena_nb model: a score and its explanation for each run.
 
     The model is sent the rubric, the case's input and `expected` (when set), the run's tool
@@ -487,11 +524,17 @@ def judge(model: Model, rubric: str, *, name: str = "judge", max_tokens: int = 1
     of `true`/`false` is pass/fail, a number is a number (the rubric sets the scale). A reply
     without a score is a scorer error for that run (the `scorer_error` column).
 
+    A rate limit or another transient model error (`TransientModelError`: 429, 5xx, a reset
+    connection) is retried with backoff under `retry`, as a workflow retries its model calls;
+    only an error that is final, or still there after the last retry, is a scorer error.
+
     Args:
         model: Any `Model`: `AnthropicModel`, or offline `FunctionModel` / `ScriptedModel`.
         rubric: What a good output is.
         name: The scorer's column name (its explanations go to `<name>_explanation`).
         max_tokens: The judge's reply limit.
+        retry: How transient errors are retried (`RetryPolicy()`, a workflow's default,
+            when not given).
 
     Returns:
         The scorer (async: awaiting `scorer(run, case)` gives a `Score`).
@@ -508,7 +551,7 @@ def judge(model: Model, rubric: str, *, name: str = "judge", max_tokens: int = 1
         >>> asyncio.run(judge(FunctionModel(grader), "Names the capital.")(run, Case("x")))
         Score(value=True, explanation='names the capital')
     """
-    return Judge(model, rubric, name=name, max_tokens=max_tokens)
+    return Judge(model, rubric, name=name, max_tokens=max_tokens, retry=retry)
 
 
 def _judge_prompt(run: Run, case: Case) -> str:

@@ -47,7 +47,8 @@ def _badge(kind: str, text: str) -> str:
 
 
 def badges_html(call: ToolCall) -> str:
-    """A call's badges: native or rescued, ok or failed (or not run yet), and its decision."""
+    """A call's badges: native or rescued, ok or failed (or not run yet), its decision, and
+    how much of its result was cut (`max_tool_result_chars`)."""
     parts = [_badge(f"b-{call.source}", call.source)]
     if call.ok is True:
         parts.append(_badge("b-ok", "ok"))
@@ -55,6 +56,8 @@ def badges_html(call: ToolCall) -> str:
         parts.append(_badge("b-failed", "failed"))
     if call.decision is not None:
         parts.append(_badge("b-decision", call.decision))
+    if call.result_cut:
+        parts.append(_badge("b-cut", _html.cut_label(call.result_cut)))
     return " ".join(parts)
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
+from thena_nb.core import _html
+
 if TYPE_CHECKING:
     from thena_nb.core.types import Turn
 
@@ -144,13 +146,18 @@ def frame_html(frame: pd.DataFrame, *, max_rows: int = 40, max_text: int = 80) -
     shown = shown[[c for c in shown.columns if c in _DISPLAY]].copy()
     for column in ("response", "step_path"):
         if column in shown:
-            shown[column] = shown[column].map(
-                lambda v: v if pd.isna(v) or len(v) <= max_text else v[: max_text - 1] + "…"
-            )
+            shown[column] = shown[column].map(lambda v: _cell(v, max_text))
     table = shown.to_html(index=False, escape=True, na_rep="", border=0)
     if len(frame) > max_rows:
         table += f"<p>{html.escape(f'{len(frame)} turns; first and last {half} shown')}</p>"
     return table
+
+
+def _cell(value: Any, limit: int) -> Any:
+    """A text cell shortened to `limit` characters, its control characters shown as text."""
+    if pd.isna(value):
+        return value
+    return _html.without_controls(value if len(value) <= limit else value[: limit - 1] + "…")
 
 
 @contextmanager
@@ -242,16 +249,26 @@ RUNS_COLUMNS = (
     "input_tokens",
     "output_tokens",
     "started_at",
+    "parent_run_id",
+    "forked_at",
 )
 """The columns of `thena_nb.runs()`, in order."""
+
+_LINEAGE = ("parent_run_id", "forked_at")
+"""Columns a store of your own may leave out of `list_runs` (they are then missing)."""
 
 
 def runs_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """`thena_nb.runs()`: a store's run summaries (`RunStore.list_runs`), one row per run."""
-    frame = pd.DataFrame([{c: row[c] for c in RUNS_COLUMNS} for row in rows], columns=RUNS_COLUMNS)
+    frame = pd.DataFrame(
+        [{c: row.get(c) if c in _LINEAGE else row[c] for c in RUNS_COLUMNS} for row in rows],
+        columns=RUNS_COLUMNS,
+    )
     for column in ("turns", "input_tokens", "output_tokens"):
         frame[column] = frame[column].astype("int64")
     frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
+    frame["parent_run_id"] = frame["parent_run_id"].astype("string")
+    frame["forked_at"] = frame["forked_at"].astype("Int64")
     return frame
 
 

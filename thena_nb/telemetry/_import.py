@@ -339,6 +339,7 @@ def _result(call: ToolCall, tool: _Span | None, told: Message | None) -> ToolCal
     update: dict[str, Any] = {"source": source if source in ("native", "rescued") else "native"}
     if tool is not None:
         update["retries"] = tool.number("thena.tool_call.retries")
+        update["result_cut"] = tool.number("thena.tool_call.result_cut") or None
         update["decision"] = tool.get("thena.tool_call.decision")
         if not call.arguments and tool.get("gen_ai.tool.call.arguments") is not None:
             update["arguments"] = _arguments(tool.get("gen_ai.tool.call.arguments"))

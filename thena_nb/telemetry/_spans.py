@@ -279,6 +279,8 @@ class SpanObserver(Observer):
         if done.decision is not None:
             span.set_attribute("thena.tool_call.decision", done.decision)
         span.set_attribute("thena.tool_call.retries", done.retries)
+        if done.result_cut:
+            span.set_attribute("thena.tool_call.result_cut", done.result_cut)
         if self.capture_content:
             text = done.result if done.ok else done.error
             if text is not None:
