@@ -11,7 +11,8 @@ import that runs back up cannot hide in a function body. The rules:
 - the core's modules form no import cycle, counting function-body imports (imports under
   `TYPE_CHECKING` serve annotations only and are left out of the cycle check);
 - `models` never imports `notebook`;
-- `import thena_nb` loads none of the optional or heavy dependencies, nor `sqlite3`.
+- `import thena_nb` loads none of the optional or heavy dependencies, nor `sqlite3`;
+- pytest is imported only by the shipped store contract suite, which no module imports.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import pytest
 import thena_nb
 
 PACKAGE = Path(thena_nb.__file__).parent
-HEAVY = ["IPython", "ipywidgets", "pandas", "matplotlib", "anthropic", "openai"]
+HEAVY = ["IPython", "ipywidgets", "pandas", "matplotlib", "anthropic", "openai", "pytest"]
+TESTING = "thena_nb.store_contract"  # the one module that imports pytest; none imports it
 FACES = ("thena_nb", "thena_nb.store", "thena_nb.rescue")
 UPPER = ("thena_nb.models", "thena_nb.notebook", "thena_nb.experiments")
 PORTALS = "thena_nb.core._portals"
@@ -208,6 +210,11 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def test_only_the_store_contract_imports_pytest_and_nothing_imports_it() -> None:
+    users = [i for i in ALL_IMPORTS if _in(i.target, "pytest") or _in(i.target, TESTING)]
+    assert {i.source for i in users} == {TESTING}, _show(users)
 
 
 def test_models_never_import_the_notebook_layer() -> None:

@@ -67,6 +67,30 @@ def test_defaults() -> None:
     assert (thena_nb.DEFAULT_MAX_ITERATIONS, thena_nb.DEFAULT_MAX_FAILS) == (10, 5)
 
 
+def test_store_contract_all() -> None:
+    """The shipped store contract suite: `from thena_nb.store_contract import *` takes in
+    exactly its tests, every one of them."""
+    import thena_nb.store_contract as contract
+
+    assert set(contract.__all__) == {
+        "test_a_failed_run_keeps_its_turns_and_error",
+        "test_a_finished_run_round_trips",
+        "test_a_resumed_waiting_run_is_stored_with_no_pending_calls",
+        "test_a_run_that_never_finished_is_rebuilt_from_its_turns",
+        "test_a_stored_run_id_given_again_is_refused_and_the_stored_run_kept",
+        "test_a_waiting_runs_pending_calls_round_trip",
+        "test_branch_messages_not_yet_stored_are_rebuilt",
+        "test_every_load_is_a_fresh_copy",
+        "test_runs_are_listed_in_the_order_they_started",
+        "test_s28_a_turn_is_stored_before_the_next_starts",
+        "test_the_same_run_id_again_replaces_the_stale_turns",
+        "test_turns_are_stored_in_index_order",
+        "test_unknown_runs_and_delete",
+        "test_what_each_model_was_sent_loads_with_its_turn",
+    }
+    assert set(contract.__all__) == {n for n in vars(contract) if n.startswith("test_")}
+
+
 def test_store_all() -> None:
     import thena_nb.store
 

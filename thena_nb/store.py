@@ -2,8 +2,8 @@
 
 Every run goes to the default store (`THENA_NB_STORE`, or a SQLite file under the user's
 data directory) unless `store=` names another, or `store=False` keeps it in memory only.
-A store of your own implements `RunStore` and can run the contract suite that ours pass
-(`tests/store/contract.py`).
+A store of your own implements `RunStore` and can run the contract suite that ours pass,
+`thena_nb.store_contract` (its docstring shows the two files to write).
 
 Example:
     >>> import tempfile, pathlib

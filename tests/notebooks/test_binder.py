@@ -7,7 +7,9 @@ no cell may raise except one marked `# NBVAL_RAISES_EXCEPTION`, and each marked 
 raise. Output comparison is nbval's job (`pytest --nbval notebooks`); this checks that a
 reader who clicks the Binder badge gets notebooks that run.
 
-pip's cache is reused, so the install takes about a minute once the cache is warm.
+pip's cache is reused, so the install takes about a minute once the cache is warm. The two
+tests that build the environment download packages: they are marked `binder`, which a plain
+`pytest` leaves out (`conftest.py`); `pytest -m binder` runs them, and so does `.ci/run`.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ def test_the_notebooks_use_the_python3_kernel() -> None:
         assert nb.metadata["kernelspec"]["name"] == "python3", path.name
 
 
+@pytest.mark.binder
 def test_the_kernel_runs_in_the_binder_env_with_the_repository_installed(
     binder_env: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -160,6 +163,7 @@ def test_the_kernel_runs_in_the_binder_env_with_the_repository_installed(
     assert Path(module).resolve() == (REPO / "thena_nb" / "__init__.py").resolve()
 
 
+@pytest.mark.binder
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_the_notebook_runs_in_the_binder_env(
     notebook: Path, binder_env: tuple[Path, dict[str, str]], tmp_path: Path

@@ -1,4 +1,4 @@
-"""The run store contract (`contract.py`) against both of our stores."""
+"""The run store contract (`thena_nb.store_contract`) against both of our stores."""
 
 from __future__ import annotations
 
@@ -7,23 +7,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract import *  # noqa: F403
 
 from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore
+from thena_nb.store_contract import *  # noqa: F403
 
 STORES = ["memory", "sqlite"]
 
 
 @pytest.fixture(params=STORES)
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunStore, RunStore]]:
-    """A store, and a second view of it (for SQLite, another connection to the same file)."""
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
     if request.param == "memory":
-        memory = MemoryRunStore()
-        yield memory, memory
+        yield MemoryRunStore()
         return
-    path = tmp_path / "runs.sqlite3"
-    with SqliteRunStore.from_path(path) as store, SqliteRunStore.from_path(path) as reader:
-        yield store, reader
+    with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
+        yield store
+
+
+@pytest.fixture
+def reader(store: RunStore, tmp_path: Path) -> Iterator[RunStore]:
+    """A second view of the store: the same object in memory, another connection to SQLite."""
+    if isinstance(store, MemoryRunStore):
+        yield store
+        return
+    with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as reader:
+        yield reader
 
 
 def test_stores_satisfy_the_protocol() -> None:

@@ -102,7 +102,7 @@ class RunStore(RunRecorder, Protocol):
     The recorder side (`run_started`, `turn_recorded`, `run_finished`) is async and awaited
     by the engine; `turn_recorded` returns only once the turn is stored, so a run killed
     at any moment keeps every finished turn. The reading side is sync. A store of your own
-    can check itself against the published contract suite, `tests/store/contract.py`.
+    can check itself against the published contract suite, `thena_nb.store_contract`.
 
     A run has one writer: `run_started` claims it and raises `RunInUse` when another
     writer holds it; `run_finished` releases it and raises `StoreError` when the ending

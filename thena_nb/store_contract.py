@@ -1,19 +1,39 @@
-"""The run store contract: one suite, run unchanged against every store.
+"""The run store contract: the suite every run store passes, for a store of your own.
 
-A store of your own passes it the way ours do (`tests/store/test_contract.py`): put this
-file where your tests can import it, define a `stores` fixture that yields a store and a
-second reader of the same storage (the same object is fine for an in-memory store), and
-import the suite into a test module:
+`MemoryRunStore` and `SqliteRunStore` pass it unchanged (`tests/store/test_contract.py`),
+and so can any store that implements `thena_nb.store.RunStore`. It round-trips finished,
+failed, waiting and half-finished runs, parallel branches and what each model was sent; it
+checks listing, deleting, run ids given again, and that a turn is stored before the next
+starts (S28). It needs pytest and anyio (both in the `dev` extra); `import thena_nb` never
+loads this module.
+
+Give your tests two fixtures in a `conftest.py`: `store`, the store under test, and
+`reader`, a second view of the same storage (another connection to it; for a store that
+lives in memory, `store` itself):
 
 ```python
 import pytest
-from contract import *  # noqa: F403  (the tests and the `store` / `reader` fixtures)
+from my_package import MyStore
+
+pytest.register_assert_rewrite("thena_nb.store_contract")  # failures show the values
 
 
 @pytest.fixture
-def stores(tmp_path):
-    with MyStore(tmp_path / "runs") as store, MyStore(tmp_path / "runs") as reader:
-        yield store, reader
+def store(tmp_path):
+    with MyStore(tmp_path / "runs.db") as store:
+        yield store
+
+
+@pytest.fixture
+def reader(store, tmp_path):
+    with MyStore(tmp_path / "runs.db") as reader:
+        yield reader
+```
+
+Then one test module takes in the whole suite, every test of `__all__`:
+
+```python
+from thena_nb.store_contract import *  # noqa: F403
 ```
 """
 
@@ -36,10 +56,25 @@ from thena_nb import (
     tool,
     until_answered,
 )
-from thena_nb.core.errors import StoreError
-from thena_nb.core.model import ModelRequest
-from thena_nb.models import FunctionModel, ScriptedModel, reply
-from thena_nb.store import RunInUse, RunStore
+from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
+from thena_nb.store import RunInUse, RunStore, StoreError
+
+__all__ = [
+    "test_a_failed_run_keeps_its_turns_and_error",
+    "test_a_finished_run_round_trips",
+    "test_a_resumed_waiting_run_is_stored_with_no_pending_calls",
+    "test_a_run_that_never_finished_is_rebuilt_from_its_turns",
+    "test_a_stored_run_id_given_again_is_refused_and_the_stored_run_kept",
+    "test_a_waiting_runs_pending_calls_round_trip",
+    "test_branch_messages_not_yet_stored_are_rebuilt",
+    "test_every_load_is_a_fresh_copy",
+    "test_runs_are_listed_in_the_order_they_started",
+    "test_s28_a_turn_is_stored_before_the_next_starts",
+    "test_the_same_run_id_again_replaces_the_stale_turns",
+    "test_turns_are_stored_in_index_order",
+    "test_unknown_runs_and_delete",
+    "test_what_each_model_was_sent_loads_with_its_turn",
+]
 
 
 class Notes(BaseModel):
@@ -122,16 +157,6 @@ def gated(ran: list[tuple[str, Any]]) -> Workflow:
 
     agent = Agent("Clerk", model=FunctionModel(clerk), tools=[pay, refund, jot])
     return Workflow("shop", [loop(steps=[agent], until=until_answered, max_iterations=4)])
-
-
-@pytest.fixture
-def store(stores: tuple[RunStore, RunStore]) -> RunStore:
-    return stores[0]
-
-
-@pytest.fixture
-def reader(stores: tuple[RunStore, RunStore]) -> RunStore:
-    return stores[1]
 
 
 def dump_turns(run: Run) -> list[dict[str, Any]]:
