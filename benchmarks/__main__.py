@@ -17,7 +17,11 @@ W12 writes a W1 run's page (`run.to_html`) at 100, 1,000 and 5,000 turns
 (`benchmarks/page_size.py`); W13 loads a stored 10,000-turn W1 run (`Run.load`) against
 selecting its rows and decoding their JSON (`benchmarks/run_load.py`); W14 runs a stored
 2,000-run experiment again, every run reused, against selecting and decoding those runs'
-rows (`benchmarks/stored_experiment.py`).
+rows (`benchmarks/stored_experiment.py`); W15 the default path against W1's loop written by
+hand (the floor), by CPU time and by instructions under callgrind (`benchmarks/floor_loop.py`);
+W16 experiments (`wf.map`, with and without its store, pydantic-evals' `Dataset.evaluate`)
+against the same runs by hand as asyncio tasks (`benchmarks/experiment_floor.py`). W1 shows
+each of thena_nb's configurations ÷ the floor beside each peer ÷ the default path.
 
     python -m benchmarks --only W1 --code ../other-checkout --no-peers   # another branch's code
 """
@@ -38,8 +42,9 @@ from typing import Any
 from benchmarks import workloads
 from benchmarks.peers import PEERS
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14")
-SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14")
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14",
+       "W15", "W16")  # fmt: skip
+SCRIPTED = ("W3", "W4", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14", "W15", "W16")
 """The workloads that are scripts of their own (`workloads.SCRIPTS`)."""
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "latest.json"
 
@@ -114,8 +119,9 @@ def table(results: dict[str, Any]) -> list[list[str]]:
 
 
 def w1_matrix(w1: dict[str, Any]) -> list[list[str]]:
-    """W1 as a table: one row per configuration or peer, one column per N (CPU | wall µs;
-    per run at N=1, per turn elsewhere); a peer's ratio to the default path in brackets."""
+    """W1 as a table: one row per configuration, the floor and each peer, one column per N
+    (CPU | wall µs; per run at N=1, per turn elsewhere); in brackets a peer's ratio to the
+    default path, and each of thena_nb's configurations' ratio to the floor ("× floor")."""
     ns = sorted({r["n"] for r in w1["rows"]})
     header = [
         "W1 tool loop, CPU | wall µs",
@@ -131,6 +137,8 @@ def w1_matrix(w1: dict[str, Any]) -> list[list[str]]:
             cell = f"{_num(r['median_cpu_us'])} | {_num(r['median_wall_us'])}"
             if "ratio_cpu" in r:
                 cell += f" ({r['ratio_cpu']:,.1f}×)"
+            if "ratio_floor_cpu" in r:
+                cell += f" ({r['ratio_floor_cpu']:,.1f}× floor)"
             if not r["verified"]:
                 cell += " UNVERIFIED"
         cells[1 + ns.index(r["n"])] = cell

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers import PEERS, Peer
-from benchmarks.w1_child import CODE_ENV, CONFIGS
+from benchmarks.w1_child import CODE_ENV, CONFIGS, FLOOR
 
 __all__ = ["FULL", "QUICK", "Plan", "w1"]
 
@@ -166,6 +166,10 @@ def _checks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
     check("default path, one-turn run: µs per run (CPU)", ours.get(("default", 1)), 400.0)
     check("stripped, N=200: µs per turn (CPU)", ours.get(("stripped", 200)), 20.0)
+    for n, limit in ((200, 1.5), (20, 2.0)):
+        default = next((r for r in rows if r["config"] == "default" and r["n"] == n), None)
+        if default is not None and "ratio_floor_cpu" in default:
+            check(f"default path ÷ floor, N={n}: ratio (CPU)", default["ratio_floor_cpu"], limit)
     long = max((n for c, n in ours if c == "stripped"), default=None)
     if long and long > 200 and ("stripped", 200) in ours:
         ratio = ours[("stripped", long)] / ours[("stripped", 200)]
@@ -184,6 +188,15 @@ def _checks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return checks
 
 
+def _floor_ratios(rows: list[dict[str, Any]]) -> None:
+    """Set `ratio_floor_cpu` and `ratio_floor_wall` on thena_nb's rows: each ÷ the floor."""
+    floor = {r["n"]: r for r in rows if r["framework"] == FLOOR and "median_cpu_us" in r}
+    for r in rows:
+        if r["framework"] == OURS and "median_cpu_us" in r and r["n"] in floor:
+            r["ratio_floor_cpu"] = r["median_cpu_us"] / floor[r["n"]]["median_cpu_us"]
+            r["ratio_floor_wall"] = r["median_wall_us"] / floor[r["n"]]["median_wall_us"]
+
+
 def w1(
     *, quick: bool, log: Callable[[str], None] = print, code: str | None = None, peers: bool = True
 ) -> dict[str, Any]:
@@ -195,7 +208,14 @@ def w1(
         for n, repeats in sizes.items():
             log(f"W1 {config} N={n:,}")
             rows.append(_measure(OURS, config, n, repeats, plan.processes, code))
+    for n, repeats in plan.ours.items():
+        log(f"W1 floor N={n:,}")
+        rows.append(_measure(FLOOR, FLOOR, n, repeats, plan.processes, None))
     notes = [f"{c}: {d}" for c, d in CONFIGS.items()]
+    notes.append(
+        "floor: the loop by hand, one SQLite INSERT and commit a turn (benchmarks/floor_loop.py);"
+        " (N× floor) is thena_nb ÷ floor, a peer's (N×) is peer ÷ default path, by CPU"
+    )
     if code:
         notes.append(f"thena_nb imported from {code}")
     for peer in PEERS if peers else []:
@@ -208,8 +228,9 @@ def w1(
             continue
         rows += _peer_rows(peer, plan, log)
     default = {r["n"]: r for r in rows if r["config"] == "default"}
+    _floor_ratios(rows)
     for r in rows:
-        if r["framework"] != OURS and "median_cpu_us" in r and r["n"] in default:
+        if r["framework"] not in (OURS, FLOOR) and "median_cpu_us" in r and r["n"] in default:
             r["ratio_cpu"] = r["median_cpu_us"] / default[r["n"]]["median_cpu_us"]
             r["ratio_wall"] = r["median_wall_us"] / default[r["n"]]["median_wall_us"]
         if r["status"] != "measured" and r.get("note"):
@@ -220,6 +241,7 @@ def w1(
         "workload": "W1",
         "title": "the tool loop's cost per turn, each configuration in its own process",
         "frameworks": [OURS, *(p.name for p in PEERS)] if peers else [OURS],
+        "floor": FLOOR,
         "configs": dict(CONFIGS),
         "plan": {"processes": plan.processes, "peer_processes": plan.peer_processes},
         "rows": rows,

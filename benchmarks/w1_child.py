@@ -2,7 +2,8 @@
 
     python -m benchmarks.w1_child CONFIG N REPEATS [--back-to-back]
 
-CONFIG is one of `CONFIGS` (thena_nb) or `peer:NAME` (a name from `peers.PEERS`). The child
+CONFIG is one of `CONFIGS` (thena_nb), `floor` (the loop by hand, `floor_loop.py`) or
+`peer:NAME` (a name from `peers.PEERS`). The child
 runs a few untimed warm-up runs, then REPEATS timed runs, each after a `gc.collect()`; it times
 every run with `time.process_time()` (CPU of the whole process, the store's writer thread
 included) and `time.perf_counter()` (wall), and checks every run made exactly N model calls
@@ -38,6 +39,9 @@ CONFIGS = {
     "stripped": "ScriptedModel, rescue off, no store, await wf.arun",
 }
 """thena_nb's configurations, default path first."""
+FLOOR = "floor"
+"""W1 by hand, no framework (`benchmarks.floor_loop`): the floor the default path is
+measured against."""
 CODE_ENV = "THENA_NB_BENCH_CODE"
 BACK_TO_BACK = "--back-to-back"
 _collect_between = True
@@ -145,10 +149,29 @@ def _peer(name: str, n: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def _floor(n: int, repeats: int) -> dict[str, Any]:
+    """The loop by hand (`floor_loop.floor_run`) on an SQLite file of its own."""
+    from benchmarks.floor_loop import connect, floor_run
+
+    with tempfile.TemporaryDirectory(prefix="w1-floor-") as tmp:
+        conn = connect(os.path.join(tmp, "floor.sqlite3"))
+
+        def one() -> None:
+            floor_run(conn, n)
+
+        try:
+            cpus, walls = _timed(one, repeats)
+        finally:
+            conn.close()
+    return {"cpu_s": cpus, "wall_s": walls, "model_calls": n, "tool_calls": n - 1}
+
+
 def measure(config: str, n: int, repeats: int) -> dict[str, Any]:
     """`repeats` timed runs of `config` at `n` turns, in this process."""
     if config.startswith("peer:"):
         out = _peer(config.removeprefix("peer:"), n, repeats)
+    elif config == FLOOR:
+        out = _floor(n, repeats)
     elif config in CONFIGS:
         with tempfile.TemporaryDirectory(prefix="w1-store-") as tmp:
             os.environ["THENA_NB_STORE"] = os.path.join(tmp, "runs.sqlite3")
@@ -157,7 +180,8 @@ def measure(config: str, n: int, repeats: int) -> dict[str, Any]:
 
         out["thena_nb"] = os.path.dirname(os.path.dirname(os.path.abspath(thena_nb.__file__)))
     else:
-        raise SystemExit(f"unknown configuration {config!r}; choose from {', '.join(CONFIGS)}")
+        choices = ", ".join([*CONFIGS, FLOOR])
+        raise SystemExit(f"unknown configuration {config!r}; choose from {choices}")
     between = "gc.collect" if _collect_between else "nothing"
     return {"config": config, "n": n, "repeats": repeats, "between_runs": between, **out}
 

@@ -7,8 +7,8 @@ others as scripts.
 - W2 parallel: two branches whose models take 100 ms each; wall time against 100 ms.
 - W5 memory: bytes kept per recorded turn of a 10,000-turn run, beyond the model's own text.
 - W3 notebook views, W4 store, W6 rescue throughput, W7 run diffs, W12 a run's page, W13
-  opening a stored run, W14 re-running a stored experiment: their scripts, run as
-  subprocesses.
+  opening a stored run, W14 re-running a stored experiment, W15 the default path against
+  the floor loop, W16 experiments against their floor: their scripts, run as subprocesses.
 """
 
 from __future__ import annotations
@@ -240,6 +240,8 @@ SCRIPTS = [
     Script("W12", "page_size.py", "a run's page: bytes per turn and time"),
     Script("W13", "run_load.py", "opening a stored run (Run.load)"),
     Script("W14", "stored_experiment.py", "re-running a stored experiment (all reused)"),
+    Script("W15", "floor_loop.py", "the default path against W1's loop by hand (the floor)"),
+    Script("W16", "experiment_floor.py", "experiments against the same runs by hand"),
 ]
 
 

@@ -172,6 +172,23 @@ def test_w1_table_has_a_row_per_configuration_and_peer(report: dict[str, Any]) -
     assert rows[3][4] and not rows[0][4]  # only the stripped loop runs at N=1,000
 
 
+def test_w1_shows_ours_against_the_floor_and_peers_against_ours(report: dict[str, Any]) -> None:
+    from benchmarks.__main__ import w1_matrix
+
+    w1 = report["results"]["W1"]
+    floor = {r["n"]: r for r in w1["rows"] if r["framework"] == "floor"}
+    assert sorted(floor) == [1, 20, 200] and all(r["verified"] for r in floor.values())
+    for row in w1["rows"]:
+        if row["framework"] == "thena_nb" and row["n"] in floor:
+            want = row["median_cpu_us"] / floor[row["n"]]["median_cpu_us"]
+            assert row["ratio_floor_cpu"] == pytest.approx(want)
+    checks = {c["target"]: c for c in w1["checks"]}
+    assert checks["default path ÷ floor, N=200: ratio (CPU)"]["limit"] == 1.5
+    assert checks["default path ÷ floor, N=20: ratio (CPU)"]["limit"] == 2.0
+    _, *rows = w1_matrix(w1)
+    assert rows[4][0] == "floor" and "× floor" in rows[0][2] and "floor" not in rows[4][2]
+
+
 def test_w2_and_w5_figures(report: dict[str, Any]) -> None:
     w2 = report["results"]["W2"]
     assert w2["ideal_ms"] == 100.0
