@@ -34,7 +34,6 @@ import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +44,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.import_cost import child_env, instructions_of
+from benchmarks.import_cost import child_env
+from benchmarks.turn_instructions import counted_per_turn
 from benchmarks.turn_overhead import add, function_loop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,15 +174,7 @@ def instructions_per_turn(subject: str, n: int, runs: tuple[int, int]) -> dict[s
     env = child_env(ROOT)
     env["PYTHONHASHSEED"] = "0"
     args = [sys.executable, "-m", "benchmarks.floor_loop", "--child", subject]
-    subprocess.run([*args, "1", "0"], env=env, cwd=ROOT, check=True, capture_output=True)
-    counts = []
-    for r in runs:
-        count = instructions_of([*args, str(n), str(r)], env, str(ROOT))
-        if count is None:
-            raise SystemExit("counting instructions needs valgrind: apt-get install valgrind")
-        counts.append(count)
-    (a, b), (ca, cb) = runs, counts
-    per = (cb - ca) / ((b - a) * n)
+    counts, per = counted_per_turn(args, env, n, runs)
     return {"subject": subject, "n": n, "runs": list(runs), "instructions": counts, "per_turn": per}
 
 

@@ -102,6 +102,26 @@ def per_turn(config: str, n: int, code_dir: Path, runs: tuple[int, int]) -> dict
     env[CODE_ENV] = str(code_dir)
     env["PYTHONHASHSEED"] = "0"
     args = [sys.executable, "-m", "benchmarks.turn_instructions", "--child", config]
+    counts, per = counted_per_turn(args, env, n, runs)
+    return {
+        "config": config,
+        "n": n,
+        "code": str(code_dir),
+        "runs": list(runs),
+        "instructions": counts,
+        "per_turn": per,
+    }
+
+
+def counted_per_turn(
+    args: list[str], env: dict[str, str], n: int, runs: tuple[int, int]
+) -> tuple[list[int], float]:
+    """The instructions of `args + [n, r]` for each `r` in `runs` under callgrind, and the
+    instructions per turn: `(count_b - count_a) / ((b - a) * n)`.
+
+    Raises:
+        SystemExit: valgrind is not installed.
+    """
     # One launch first, not counted, writes the bytecode: else the first counted launch
     # alone would compile the modules (as `import_cost` does for the same reason).
     subprocess.run([*args, "1", "0"], env=env, cwd=ROOT, check=True, capture_output=True)
@@ -112,14 +132,7 @@ def per_turn(config: str, n: int, code_dir: Path, runs: tuple[int, int]) -> dict
             raise SystemExit("counting instructions needs valgrind: apt-get install valgrind")
         counts.append(count)
     (a, b), (ca, cb) = runs, counts
-    return {
-        "config": config,
-        "n": n,
-        "code": str(code_dir),
-        "runs": list(runs),
-        "instructions": counts,
-        "per_turn": (cb - ca) / ((b - a) * n),
-    }
+    return counts, (cb - ca) / ((b - a) * n)
 
 
 def render(rows: list[dict[str, Any]]) -> str:
