@@ -1,4 +1,4 @@
-"""The public names are exactly DESIGN.md's lists."""
+"""The public names are exactly the lists of docs/design.md."""
 
 from __future__ import annotations
 

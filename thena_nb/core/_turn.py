@@ -2,7 +2,7 @@
 
 Running an agent as a step is exactly one turn (S27): one model call, then every tool call
 it made, in the order the model gave them. Each phase below is one function, in the order a
-turn runs and the order SEMANTICS states the rules:
+turn runs and the order docs/semantics.md states the rules:
 
 - `gate`: the session's pause point before the model call; then `stop`, then `budget`.
 - `request`: the `ModelRequest`, exactly what the model is sent (after the agent's history
