@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import TransientModelError
-from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.types import RetryPolicy
+from thena_nb.core.records.errors import TransientModelError
+from thena_nb.core.records.model import ModelRequest, Reply
+from thena_nb.core.records.types import RetryPolicy
 from thena_nb.experiments import run_experiment
 from thena_nb.models import reply
 

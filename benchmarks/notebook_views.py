@@ -18,8 +18,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from thena_nb.core.report import ReportNode
-from thena_nb.core.types import ToolCall, Turn, TurnInfo
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import ToolCall, Turn, TurnInfo
 from thena_nb.notebook.charts import failure_chart, figure_png_b64
 from thena_nb.notebook.frames import turn_frame
 

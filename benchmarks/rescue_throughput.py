@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue import scan_tool_calls
 
 TOOLS = [

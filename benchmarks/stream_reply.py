@@ -56,8 +56,8 @@ def _child(adapter: str, words: int, calls: int) -> dict[str, Any]:
     code = os.environ.get(CODE_ENV)
     if code:
         sys.path.insert(0, code)
-    from thena_nb.core.model import ModelRequest
-    from thena_nb.core.types import Message
+    from thena_nb.core.records.model import ModelRequest
+    from thena_nb.core.records.types import Message
 
     server = subprocess.Popen(
         [sys.executable, "-m", "benchmarks._api_server", "1", str(words)],

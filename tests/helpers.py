@@ -8,7 +8,7 @@ import gc
 from collections.abc import Iterator
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.records.model import ModelRequest, Reply
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 

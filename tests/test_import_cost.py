@@ -19,18 +19,18 @@ import thena_nb
 DEFERRED_MODULES = [
     "asyncio",
     "importlib.metadata",  # pydantic loads it to find plugins when it builds a validator
-    "thena_nb.core._aio",
-    "thena_nb.core._executor",
-    "thena_nb.core._turn",
-    "thena_nb.core.cases",
-    "thena_nb.core.diff",
-    "thena_nb.core.events",
-    "thena_nb.core.gates",
-    "thena_nb.core.report",
-    "thena_nb.core.run",
-    "thena_nb.core.session",
+    "thena_nb.core.engine._aio",
+    "thena_nb.core.engine._executor",
+    "thena_nb.core.engine._turn",
+    "thena_nb.experiments.cases",
+    "thena_nb.core.runs.diff",
+    "thena_nb.core.records.events",
+    "thena_nb.core.engine.gates",
+    "thena_nb.core.records.report",
+    "thena_nb.core.runs.run",
+    "thena_nb.core.engine.session",
     "thena_nb.core.store.base",
-    "thena_nb.core.what_if",
+    "thena_nb.core.runs.what_if",
 ]
 USER_LINE = (
     "from thena_nb import Agent, Workflow, loop, tool, until_answered\n"
@@ -71,7 +71,7 @@ def test_a_run_loads_what_it_needs() -> None:
         "assert wf.run('go', store=False).output == 'hi'\n"
     )
     loaded = _loaded(code)
-    assert {"asyncio", "thena_nb.core.session", "thena_nb.core._turn"} <= set(loaded)
+    assert {"asyncio", "thena_nb.core.engine.session", "thena_nb.core.engine._turn"} <= set(loaded)
 
 
 def test_import_thena_nb_builds_no_record_validator() -> None:

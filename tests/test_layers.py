@@ -3,13 +3,18 @@
 Every `import` is parsed (module level, inside functions, under `TYPE_CHECKING`), so an
 import that runs back up cannot hide in a function body. The rules:
 
-- `thena_nb.core` imports neither `models`, `notebook`, `experiments` nor the package's faces
-  (`thena_nb`, `thena_nb.store`, `thena_nb.rescue`), except in `core/_portals.py`, the one
-  module whose lazy imports run upward;
+- the core stands on floors, each a package with one job (`FLOORS`): `records` (what every
+  layer shares), `parts` (what a workflow is built from), `rescue` (text to tool calls),
+  `runs` (runs as records to read), `store` (durable runs), `engine` (what runs a workflow),
+  then `workflow.py` and the fork on top. A module imports from its own floor or below, at
+  run time, in a function body and under `TYPE_CHECKING` alike;
+- the one exception is `core/_portals.py`, the only module whose imports run upward (to a
+  higher floor or out of the core: the notebook layer, experiments, the faces), each in the
+  function that needs it;
 - no module of `core` imports inside a function, except `_portals.py` and the few imports
   `import thena_nb` defers to the first run (`DEFERRED`);
-- the core's modules form no import cycle, counting function-body imports (imports under
-  `TYPE_CHECKING` serve annotations only and are left out of the cycle check);
+- the core's modules form no import cycle, counting function-body and `TYPE_CHECKING`
+  imports (the portal's upward imports left out: that is what it is for);
 - `models` never imports `notebook`;
 - `import thena_nb` loads none of the optional or heavy dependencies, nor `sqlite3`;
 - pytest is imported only by the shipped store contract suite, which no module imports.
@@ -36,14 +41,20 @@ PORTALS = "thena_nb.core._portals"
 DEFERRED = {
     "thena_nb.core.workflow": {
         "asyncio",
-        "thena_nb.core._aio",
+        "thena_nb.core.engine._aio",
         "thena_nb.core._fork",
-        "thena_nb.core.foreign",
-        "thena_nb.core.session",
+        "thena_nb.core.engine.foreign",
+        "thena_nb.core.engine.session",
         "thena_nb.core.store.base",
     },
-    "thena_nb.core._tool_time": {"asyncio"},
+    "thena_nb.core.parts._tool_time": {"asyncio"},
 }
+FLOORS = ["records", "parts", "rescue", "runs", "store", "engine"]
+"""The core's packages from the ground up; the core's own modules (`workflow.py`, the fork)
+stand above them all."""
+TYPING_TIES_LEFT: set[tuple[str, str]] = set()
+"""Imports under `TYPE_CHECKING` that still run up a floor or close a cycle (source, target):
+none; a new one fails `test_core_modules_import_only_their_floor_or_below`."""
 """The function-body imports of the core besides the portals': the machinery that runs a
 workflow, which defining one does not need (`tests/test_import_cost.py` checks that `import
 thena_nb` leaves it unloaded)."""
@@ -167,16 +178,55 @@ def test_core_imports_inside_functions_only_in_the_portals_and_the_deferred() ->
     assert bad == [], _show(bad)
 
 
+def floor_of(module: str) -> int:
+    """The floor of a core module: its package's place in `FLOORS`, or the top."""
+    if module == PORTALS:
+        return 0  # every floor may hand work up through it; its own upward imports are lazy
+    rest = module.removeprefix("thena_nb.core").lstrip(".").split(".")[0]
+    return FLOORS.index(rest) if rest in FLOORS else len(FLOORS)
+
+
+def _core_edges() -> list[Import]:
+    """The imports among the core's modules, but the portal's upward ones and the ties left."""
+    return [
+        i
+        for i in ALL_IMPORTS
+        if _in(i.source, "thena_nb.core")
+        and _in(i.target, "thena_nb.core")
+        and i.source != i.target
+        and not (i.source == PORTALS and i.where != "module")
+        and (i.source, i.target) not in TYPING_TIES_LEFT
+    ]
+
+
+def test_every_core_module_stands_on_a_floor() -> None:
+    modules = {module_name(path) for path in (PACKAGE / "core").rglob("*.py")}
+    top = sorted(m for m in modules if floor_of(m) == len(FLOORS))
+    assert top == [
+        "thena_nb.core",
+        "thena_nb.core._collector",
+        "thena_nb.core._fork",
+        "thena_nb.core.workflow",
+    ]
+
+
+def test_core_modules_import_only_their_floor_or_below() -> None:
+    """At run time, in function bodies and under `TYPE_CHECKING`; the portal is the exception."""
+    bad = [i for i in _core_edges() if floor_of(i.target) > floor_of(i.source)]
+    assert bad == [], _show(bad)
+
+
+def test_the_typing_ties_left_are_real() -> None:
+    """Each tie named in `TYPING_TIES_LEFT` is still an import under `TYPE_CHECKING`."""
+    typing = {(i.source, i.target) for i in ALL_IMPORTS if i.where == "typing"}
+    assert typing >= TYPING_TIES_LEFT
+
+
 def test_core_modules_form_no_import_cycle() -> None:
-    """Counting function-body imports; the graph is the core's modules alone."""
+    """Counting function-body and `TYPE_CHECKING` imports; the graph is the core's modules."""
     graph: dict[str, set[str]] = {}
-    for i in ALL_IMPORTS:
-        if (
-            i.where != "typing"
-            and _in(i.source, "thena_nb.core")
-            and _in(i.target, "thena_nb.core")
-        ):
-            graph.setdefault(i.source, set()).add(i.target)
+    for i in _core_edges():
+        graph.setdefault(i.source, set()).add(i.target)
     cycle = _find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 

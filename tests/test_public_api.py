@@ -109,3 +109,46 @@ def test_store_all() -> None:
         "default_store",
         "default_store_path",
     }
+
+
+CORE_FACES = {
+    "thena_nb.core.records": {
+        "Budget", "HistorySpan", "HistoryView", "LoopFailure", "LoopStopReason", "Message",
+        "Messages", "RetryPolicy", "RunStatus", "SentRequest", "ToolCall", "ToolCallSource",
+        "ToolDecision", "Turn", "TurnInfo", "Usage", "Model", "ModelRequest", "Reply", "ToolSpec",
+        "Event", "EventKind", "ReportNode", "ReportNodeKind", "ModelError",
+        "ScriptExhaustedError", "StoreError", "ThenaError", "TransientModelError",
+        "WorkflowDefinitionError", "Approver", "Decision", "PendingCall",
+    },
+    "thena_nb.core.parts": {
+        "Agent", "SchemaTool", "Stopped", "Tool", "ToolSource", "tool", "LoopStep",
+        "ParallelStep", "Step", "loop", "parallel", "Condition", "StopCondition", "called_tool",
+        "max_tool_calls", "stuck", "turn_of", "until_answered", "until_finish_reason",
+        "until_text", "was_exhausted", "HistoryProcessor", "keep_first_and_recent", "Context",
+        "Changes", "grid", "Plan",
+    },
+    "thena_nb.core.runs": {
+        "Run", "current_run", "current_run_id", "last_run", "Divergence", "DivergenceCause",
+        "PairDifference", "RunDiff", "TurnPair", "RecordedContext", "WhatIf", "what_if",
+        "RunView",
+    },
+    "thena_nb.core.engine": {
+        "Breakpoint", "OpenLoop", "Session", "GateError", "Gatekeeper", "ForeignAgent",
+        "ForeignRequest", "TurnPort",
+    },
+    "thena_nb.core.rescue": {
+        "MAX_CALLS", "RescueScan", "rescue_tool_calls", "scan_tool_calls", "split_reasoning",
+    },
+}  # fmt: skip
+
+
+def test_core_faces_all() -> None:
+    """Each floor of the core has a face: exactly these names, each served (lazily) by it."""
+    import importlib
+
+    for face, names in CORE_FACES.items():
+        module = importlib.import_module(face)
+        assert set(module.__all__) == names, face
+        for name in names:
+            assert getattr(module, name) is not None, f"{face}.{name}"
+        assert set(dir(module)) >= names

@@ -13,12 +13,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from thena_nb.core.agent import Agent
-from thena_nb.core.changes import grid
-from thena_nb.core.context import Context
-from thena_nb.core.errors import ModelError, ThenaError, WorkflowDefinitionError
-from thena_nb.core.history import keep_first_and_recent
-from thena_nb.core.steps import (
+from thena_nb.core.parts.agent import Agent
+from thena_nb.core.parts.changes import grid
+from thena_nb.core.parts.context import Context
+from thena_nb.core.parts.history import keep_first_and_recent
+from thena_nb.core.parts.steps import (
     DEFAULT_MAX_FAILS,
     DEFAULT_MAX_ITERATIONS,
     LoopStep,
@@ -26,7 +25,7 @@ from thena_nb.core.steps import (
     loop,
     parallel,
 )
-from thena_nb.core.stopping import (
+from thena_nb.core.parts.stopping import (
     called_tool,
     max_tool_calls,
     stuck,
@@ -36,8 +35,9 @@ from thena_nb.core.stopping import (
     until_text,
     was_exhausted,
 )
-from thena_nb.core.tools import tool
-from thena_nb.core.types import (
+from thena_nb.core.parts.tools import tool
+from thena_nb.core.records.errors import ModelError, ThenaError, WorkflowDefinitionError
+from thena_nb.core.records.types import (
     Budget,
     LoopFailure,
     LoopStopReason,
@@ -53,25 +53,26 @@ if TYPE_CHECKING:
     import pandas as pd
     from IPython.core.interactiveshell import InteractiveShell
 
-    from thena_nb.core.cases import Case
-    from thena_nb.core.events import Event
-    from thena_nb.core.gates import Decision, GateError, PendingCall
-    from thena_nb.core.report import ReportNode
-    from thena_nb.core.run import Run, last_run
-    from thena_nb.core.session import Session
+    from thena_nb.core.engine.gates import GateError
+    from thena_nb.core.engine.session import Session
+    from thena_nb.core.records.decisions import Decision, PendingCall
+    from thena_nb.core.records.events import Event
+    from thena_nb.core.records.report import ReportNode
+    from thena_nb.core.runs.run import Run, last_run
+    from thena_nb.experiments.cases import Case
     from thena_nb.frameworks.record import record
     from thena_nb.notebook._stepper_run import stepper
 
 _LAZY = {
-    "Case": "thena_nb.core.cases",
-    "Decision": "thena_nb.core.gates",
-    "Event": "thena_nb.core.events",
-    "GateError": "thena_nb.core.gates",
-    "PendingCall": "thena_nb.core.gates",
-    "ReportNode": "thena_nb.core.report",
-    "Run": "thena_nb.core.run",
-    "Session": "thena_nb.core.session",
-    "last_run": "thena_nb.core.run",
+    "Case": "thena_nb.experiments.cases",
+    "Decision": "thena_nb.core.records.decisions",
+    "Event": "thena_nb.core.records.events",
+    "GateError": "thena_nb.core.engine.gates",
+    "PendingCall": "thena_nb.core.records.decisions",
+    "ReportNode": "thena_nb.core.records.report",
+    "Run": "thena_nb.core.runs.run",
+    "Session": "thena_nb.core.engine.session",
+    "last_run": "thena_nb.core.runs.run",
     "record": "thena_nb.frameworks.record",
     "stepper": "thena_nb.notebook._stepper_run",
 }

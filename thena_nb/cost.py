@@ -15,7 +15,7 @@ attribute (ScriptedModel, FunctionModel, a model of your own), or whose `provide
 module.
 
 Example:
-    >>> from thena_nb.core.model import Reply
+    >>> from thena_nb.core.records.model import Reply
     >>> from thena_nb.models import AnthropicModel
     >>> model = AnthropicModel("claude-sonnet-4-0", api_key="k")
     >>> turn_cost(model, Reply(input_tokens=1_000, output_tokens=100))  # $3 and $15 per MTok
@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from genai_prices import Usage as _PricedUsage
 from genai_prices import calc_price
 
-from thena_nb.core.model import Reply
+from thena_nb.core.records.model import Reply
 
 __all__ = ["UnpricedModelWarning", "turn_cost"]
 

@@ -18,7 +18,7 @@ Example:
     'Hi!'
 """
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.core.store._owner import ABANDONED, RunInUse
 from thena_nb.core.store._sqlite_file import APPLICATION_ID
 from thena_nb.core.store.base import RunRecorder, RunStore, TurnRecord, records_of

@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 from thena_nb import Agent, Decision, Workflow, loop, tool, until_answered
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.run import Run
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.runs.run import Run
 from thena_nb.models import FunctionModel, reply
 from thena_nb.store import SqliteRunStore
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Decision, Workflow, loop, tool, until_answered
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.tools import MAX_ARGUMENT_DEPTH
+from thena_nb.core.parts.tools import MAX_ARGUMENT_DEPTH
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import MemoryRunStore, SqliteRunStore
 

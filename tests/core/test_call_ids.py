@@ -14,8 +14,8 @@ import pytest
 from chat_completions_server import ChatCompletionsServer, Completion
 
 from thena_nb import Agent, Message, ToolCall, Workflow, loop, parallel, tool, until_answered
-from thena_nb.core._run_state import CallIds
-from thena_nb.core.run import Run
+from thena_nb.core.engine._run_state import CallIds
+from thena_nb.core.runs.run import Run
 from thena_nb.models import FunctionModel, ModelRequest, OpenAICompatModel, Reply, ScriptedModel
 from thena_nb.models import reply as r
 

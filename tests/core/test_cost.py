@@ -20,7 +20,7 @@ from genai_prices import calc_price
 from helpers import add
 
 from thena_nb import Agent, Budget, Run, Usage, Workflow, loop, until_answered
-from thena_nb.core.model import Reply
+from thena_nb.core.records.model import Reply
 from thena_nb.cost import UnpricedModelWarning
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import MemoryRunStore, SqliteRunStore

@@ -116,7 +116,7 @@ def test_calling_a_condition_with_nothing_says_to_pass_it_uncalled() -> None:
 
 
 def test_an_async_stop_condition_or_hook_is_refused_at_definition() -> None:
-    from thena_nb.core.stopping import Condition
+    from thena_nb.core.parts.stopping import Condition
 
     async def ready(ctx: object) -> bool:
         return True

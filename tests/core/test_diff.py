@@ -19,8 +19,8 @@ from thena_nb import (
     tool,
     until_answered,
 )
-from thena_nb.core.changes import apply_changes
-from thena_nb.core.diff import RunDiff
+from thena_nb.core.parts.changes import apply_changes
+from thena_nb.core.runs.diff import RunDiff
 from thena_nb.experiments import Experiment
 from thena_nb.models import FunctionModel, ModelRequest, Reply, ScriptedModel, reply
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 import thena_nb
 from thena_nb import Agent, Message, Run, Workflow, loop, parallel, tool, until_answered
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.types import finished
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.records.types import finished
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import SqliteRunStore
 
@@ -474,7 +474,7 @@ def test_a_run_with_edits_rejections_and_responses_replays_with_no_call(
 
 def sqlite_copy(run: Run, store: SqliteRunStore) -> str:
     """Store a finished run made elsewhere, as an import would."""
-    from thena_nb.core._aio import run_sync
+    from thena_nb.core.engine._aio import run_sync
     from thena_nb.store import records_of
 
     async def write() -> None:

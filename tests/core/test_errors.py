@@ -6,7 +6,12 @@ import pytest
 from helpers import add_call, calc
 
 from thena_nb import Agent, Workflow, loop, until_answered
-from thena_nb.core.errors import ModelError, ScriptExhaustedError, ThenaError, TransientModelError
+from thena_nb.core.records.errors import (
+    ModelError,
+    ScriptExhaustedError,
+    ThenaError,
+    TransientModelError,
+)
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 

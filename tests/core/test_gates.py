@@ -23,8 +23,8 @@ from thena_nb import (
     parallel,
     tool,
 )
-from thena_nb.core._replay import Replay
-from thena_nb.core.session import Session
+from thena_nb.core.engine._replay import Replay
+from thena_nb.core.engine.session import Session
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import MemoryRunStore, SqliteRunStore
 

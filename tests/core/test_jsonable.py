@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from thena_nb.core.run import jsonable
+from thena_nb.core.runs.run import jsonable
 
 
 @pytest.mark.parametrize("value", ["done", "", 2.5, math.nan, math.inf, True, None, 3, [1, "a"]])

@@ -16,7 +16,7 @@ from thena_nb import (
     parallel,
     until_answered,
 )
-from thena_nb.core.types import HistoryView, ToolCall
+from thena_nb.core.records.types import HistoryView, ToolCall
 from thena_nb.models import ScriptedModel
 
 

@@ -6,8 +6,8 @@ from helpers import add_call, calc, fail_call
 from pydantic import BaseModel
 
 from thena_nb import Agent, Context, Workflow, loop, parallel, tool, until_answered
-from thena_nb.core._replay import HistoryHasher, _message_bytes
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records._keys import HistoryHasher, _message_bytes
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models import ScriptedModel, reply
 
 

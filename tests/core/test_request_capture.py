@@ -26,7 +26,7 @@ from thena_nb import (
     tool,
     until_answered,
 )
-from thena_nb.core.model import ModelRequest, render_request
+from thena_nb.core.records.model import ModelRequest, render_request
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import MemoryRunStore, SqliteRunStore
 

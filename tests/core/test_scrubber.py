@@ -1,4 +1,4 @@
-"""`core/_secrets.py`, the one scrubber: what it removes from text, data and exception chains."""
+"""`core/records/_secrets.py`, the one scrubber: what it removes from text, data and exception chains."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from thena_nb.core._secrets import exception_chain, scrub, scrub_data, scrub_exception
+from thena_nb.core.records._secrets import exception_chain, scrub, scrub_data, scrub_exception
 
 KEY = "plain-key-without-shape-31415"
 

@@ -196,7 +196,7 @@ async def test_result_is_readable_while_paused() -> None:
 async def test_a_failing_step_raises_from_step_and_keeps_the_run() -> None:
     s = looped([add_call()]).session("go")
     await s.step()
-    from thena_nb.core.errors import ScriptExhaustedError
+    from thena_nb.core.records.errors import ScriptExhaustedError
 
     with pytest.raises(ScriptExhaustedError) as info:
         await s.step()

@@ -10,8 +10,8 @@ import textwrap
 from helpers import add, add_call
 
 from thena_nb import Agent, Workflow, loop, until_answered
-from thena_nb.core.report import ReportNode
-from thena_nb.core.types import Message, ToolCall, Turn, TurnInfo, blank
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import Message, ToolCall, Turn, TurnInfo, blank
 from thena_nb.models import ScriptedModel
 
 
@@ -61,8 +61,8 @@ def test_records_share_keys_even_when_copied_records_came_first() -> None:
         """
         import sys
         from thena_nb import Agent, Workflow, loop, tool, until_answered
-        from thena_nb.core.report import ReportNode
-        from thena_nb.core.types import Message, ToolCall, Turn, Usage
+        from thena_nb.core.records.report import ReportNode
+        from thena_nb.core.records.types import Message, ToolCall, Turn, Usage
         from thena_nb.models import ScriptedModel, reply
 
         classes = {c.__name__: c for c in (Message, ReportNode, ToolCall, Turn, Usage)}

@@ -10,10 +10,10 @@ import pytest
 from helpers import add, add_call, fail_call
 
 from thena_nb import Agent, Event, Workflow, loop, parallel, tool, until_answered
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.run import INTERRUPTED
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.records.types import Turn
+from thena_nb.core.runs.run import INTERRUPTED
 from thena_nb.core.store.memory import MemoryRunStore
-from thena_nb.core.types import Turn
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio

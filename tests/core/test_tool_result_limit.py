@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Run, Workflow, loop, tool, until_answered
-from thena_nb.core._tool_size import DEFAULT_MAX_TOOL_RESULT_CHARS, cut_middle
-from thena_nb.core.changes import apply_changes
-from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.tools import run_tool_call
-from thena_nb.core.types import ToolCall
+from thena_nb.core.parts._tool_size import DEFAULT_MAX_TOOL_RESULT_CHARS, cut_middle
+from thena_nb.core.parts.changes import apply_changes
+from thena_nb.core.parts.tools import run_tool_call
+from thena_nb.core.records.errors import WorkflowDefinitionError
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.records.types import ToolCall
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.notebook import _transcript
 from thena_nb.notebook.page import run_page_html

@@ -13,7 +13,7 @@ import pytest
 from helpers import add
 
 from thena_nb import Agent, Workflow, loop, parallel, until_answered
-from thena_nb.core.tools import SchemaTool, Tool, ToolSource
+from thena_nb.core.parts.tools import SchemaTool, Tool, ToolSource
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.tools import run_tool_call
-from thena_nb.core.types import ToolCall
+from thena_nb.core.parts.tools import run_tool_call
+from thena_nb.core.records.errors import WorkflowDefinitionError
+from thena_nb.core.records.types import ToolCall
 from thena_nb.models import ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio
@@ -143,7 +143,7 @@ def test_a_bad_timeout_is_refused_with_a_clear_error(bad: object) -> None:
 
 
 def test_tool_timeout_is_a_changeable_workflow_field() -> None:
-    from thena_nb.core.changes import apply_changes
+    from thena_nb.core.parts.changes import apply_changes
 
     wf = Workflow("w", [Agent("A", model=ScriptedModel(["hi"]))], tool_timeout=3)
     assert apply_changes(wf, {}).tool_timeout == 3

@@ -8,7 +8,7 @@ import pytest
 from helpers import add_call, calc, fail_call
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core._secrets import scrub
+from thena_nb.core.records._secrets import scrub
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import SqliteRunStore
 

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from thena_nb import Agent, Context, Workflow, loop, tool, until_answered
-from thena_nb.core.tools import error_observation, run_tool_call
-from thena_nb.core.types import ToolCall
+from thena_nb.core.parts.tools import error_observation, run_tool_call
+from thena_nb.core.records.types import ToolCall
 from thena_nb.models import ScriptedModel, reply
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from thena_nb import Agent, Workflow, loop, max_tool_calls, tool, until_answered
-from thena_nb.core.errors import TransientModelError
-from thena_nb.core.types import RetryPolicy
+from thena_nb.core.records.errors import TransientModelError
+from thena_nb.core.records.types import RetryPolicy
 from thena_nb.experiments import Experiment, arun_experiment, grid, run_experiment
 from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from thena_nb.store import MemoryRunStore

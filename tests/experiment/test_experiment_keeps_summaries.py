@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.cases import Case
-from thena_nb.core.run import Run
+from thena_nb.core.runs.run import Run
 from thena_nb.experiments import run_experiment
+from thena_nb.experiments.cases import Case
 from thena_nb.models import FunctionModel, ModelRequest, reply
 from thena_nb.scorers import contains
 from thena_nb.store import MemoryRunStore

@@ -12,7 +12,7 @@ import pytest
 from messages_api_server import MessagesAPIServer, status, tool_use
 
 from thena_nb import Agent, Case, Workflow
-from thena_nb.core.errors import ModelError, TransientModelError
+from thena_nb.core.records.errors import ModelError, TransientModelError
 from thena_nb.experiments import _scorers
 from thena_nb.models import (
     AnthropicModel,

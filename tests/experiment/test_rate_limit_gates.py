@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Workflow, loop, until_answered
-from thena_nb.core.errors import TransientModelError
-from thena_nb.core.types import RetryPolicy
+from thena_nb.core.records.errors import TransientModelError
+from thena_nb.core.records.types import RetryPolicy
 from thena_nb.experiments import run_experiment
 from thena_nb.experiments._gate import is_rate_limit
 from thena_nb.models import FunctionModel, ModelRequest

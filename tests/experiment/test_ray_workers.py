@@ -15,7 +15,7 @@ import pytest
 from messages_api_server import MessagesAPIServer, text
 
 from thena_nb import Agent, Decision, Workflow, loop, tool, until_answered
-from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.records.model import ModelRequest, Reply
 from thena_nb.models import AnthropicModel, FunctionModel, reply
 from thena_nb.store import MemoryRunStore
 

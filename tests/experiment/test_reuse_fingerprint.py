@@ -229,3 +229,22 @@ def test_arrays_and_frames_count_by_contents_even_where_they_cannot_be_hashed() 
     assert fingerprint(build([2], 1)) == fingerprint(build([2], 1))
     assert fingerprint(build([2], 1)) != fingerprint(build([3], 1))
     assert fingerprint(build([2], 1)) != fingerprint(build([2], 2))
+
+
+def test_library_parts_keep_the_fingerprints_they_had_before_the_core_split() -> None:
+    """Stored experiments name the library's functions and classes by module; the core's split
+    into packages moved those modules, and `former_name` keeps the names fingerprints had, so
+    runs stored before the split are still reused. The digests were taken before the split."""
+    from thena_nb import Decision, turn_of, was_exhausted
+    from thena_nb.experiments._fingerprint import fingerprint_of
+
+    agent = Agent("A", model=ScriptedModel(["ok"]), system="Be brief.")
+    wf = Workflow("w", [loop(steps=[agent], until=until_answered, max_iterations=3)])
+    values = [until_answered, was_exhausted, turn_of, wf, Decision.approve()]
+    assert [fingerprint_of(v).digest() for v in values] == [
+        "cd4e717e5225b6085601902caf427833",
+        "2b8ee252ed5d0971b9b9cfeb0d25d03f",
+        "374ba9ba9e9f98e1e7b98f46419de975",
+        "510e13b544c5dfa92dff839dae1208a5",
+        "db08ffce90cf71a80a738ba2b9fde7b7",
+    ]

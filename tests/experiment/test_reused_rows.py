@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from thena_nb import Agent, Budget, Workflow, loop, tool, until_answered
-from thena_nb.core.run import Run
+from thena_nb.core.runs.run import Run
 from thena_nb.experiments import Experiment, run_experiment
 from thena_nb.experiments._rows import facts_from_summary, facts_of
 from thena_nb.models import FunctionModel, ModelRequest, reply

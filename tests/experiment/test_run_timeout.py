@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from thena_nb import Agent, Workflow
-from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.records.model import ModelRequest, Reply
 from thena_nb.models import reply
 from thena_nb.store import MemoryRunStore
 

@@ -22,8 +22,8 @@ from thena_nb import (
     tool,
     until_answered,
 )
-from thena_nb.core.cases import as_cases
 from thena_nb.experiments._stats import bootstrap_interval, pass_at_k, wilson_interval
+from thena_nb.experiments.cases import as_cases
 from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from thena_nb.scorers import (
     Score,

@@ -28,7 +28,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import BaseModel
 
 from thena_nb import Decision, Message, Run, Workflow, loop, parallel, until_answered
-from thena_nb.core.foreign import ForeignAgent
+from thena_nb.core.engine.foreign import ForeignAgent
 from thena_nb.frameworks.langgraph import LangGraphStep
 from thena_nb.store import MemoryRunStore, SqliteRunStore
 

@@ -28,7 +28,7 @@ from agents_sdk_offline import Answer, _no_trace_export, call, text  # noqa: F40
 from chat_completions_server import ChatCompletionsServer, Completion
 
 from thena_nb import Decision, Workflow
-from thena_nb.core.foreign import ForeignAgent
+from thena_nb.core.engine.foreign import ForeignAgent
 from thena_nb.frameworks.openai_agents import AgentsSDKStep
 from thena_nb.store import MemoryRunStore
 

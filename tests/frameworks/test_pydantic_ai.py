@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from thena_nb import Agent, Decision, Run, Workflow, loop, parallel, until_answered
-from thena_nb.core.foreign import ForeignAgent
+from thena_nb.core.engine.foreign import ForeignAgent
 from thena_nb.frameworks.pydantic_ai import PydanticAIStep
 from thena_nb.models import ScriptedModel
 from thena_nb.store import MemoryRunStore

@@ -17,7 +17,7 @@ from smolagents import ChatMessage, CodeAgent, Model, OpenAIServerModel, ToolCal
 from smolagents.models import MessageRole
 
 from thena_nb import Agent, Budget, Decision, Message, Run, Workflow, loop, parallel
-from thena_nb.core.foreign import ForeignAgent
+from thena_nb.core.engine.foreign import ForeignAgent
 from thena_nb.frameworks.smolagents import SmolagentsStep
 from thena_nb.models import ScriptedModel
 from thena_nb.store import MemoryRunStore, SqliteRunStore

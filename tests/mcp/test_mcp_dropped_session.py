@@ -15,7 +15,7 @@ import pytest
 from mcp_processes import TIME_ARGS, server_processes
 
 from thena_nb import Agent, Workflow, loop, mcp, until_answered
-from thena_nb.core.run import INTERRUPTED
+from thena_nb.core.runs.run import INTERRUPTED
 from thena_nb.core.store.memory import MemoryRunStore
 from thena_nb.models import ScriptedModel, reply
 

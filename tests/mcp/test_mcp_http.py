@@ -11,7 +11,7 @@ import pytest
 from notes_server import Seen, serve_notes
 
 from thena_nb import Agent, Decision, PendingCall, Workflow, loop, mcp, until_answered
-from thena_nb.core.tools import Tool
+from thena_nb.core.parts.tools import Tool
 from thena_nb.models import ScriptedModel, reply
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Workflow, loop, mcp, until_answered
-from thena_nb.core.model import ModelRequest
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio

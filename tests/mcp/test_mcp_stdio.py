@@ -15,8 +15,8 @@ import pytest
 from mcp_processes import TIME_ARGS, server_processes
 
 from thena_nb import Agent, Workflow, loop, mcp, until_answered
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.tools import SchemaTool, Tool
+from thena_nb.core.parts.tools import SchemaTool, Tool
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from thena_nb import Agent, Workflow, loop, mcp, until_answered
-from thena_nb.core.tools import Tool
+from thena_nb.core.parts.tools import Tool
 from thena_nb.models import ScriptedModel, reply
 
 LINES = str(Path(__file__).with_name("lines_server.py"))

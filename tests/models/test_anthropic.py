@@ -26,9 +26,9 @@ from messages_api_server import (
     validate,
 )
 
-from thena_nb.core.errors import ModelError, TransientModelError
-from thena_nb.core.model import Model, ModelRequest, Reply, ToolSpec
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.errors import ModelError, TransientModelError
+from thena_nb.core.records.model import Model, ModelRequest, Reply, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models.anthropic import AnthropicModel
 
 pytestmark = pytest.mark.anyio

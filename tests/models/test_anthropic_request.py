@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from messages_api_server import MessagesAPIServer, text, validate
 
-from thena_nb.core.model import ModelRequest, ToolSpec
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.model import ModelRequest, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models.anthropic import (
     CONTINUE_PROMPT,
     START_PROMPT,

@@ -23,9 +23,9 @@ from messages_api_server import (
 from test_anthropic_request import AGENTS, TOOLS, histories
 
 from thena_nb import Agent, Event, Run, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import ModelError
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.errors import ModelError
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models.anthropic import CONTINUE_PROMPT, AnthropicModel, request_params
 from thena_nb.store import SqliteRunStore
 

@@ -12,7 +12,7 @@ from messages_api_server import MessagesAPIServer, status, text, tool_use
 from pool_checks import count_ca_bundle_loads, in_a_cell, resource_warnings
 
 from thena_nb import Agent, Event, ModelError, Workflow, loop, parallel, tool, until_answered
-from thena_nb.core.types import RetryPolicy
+from thena_nb.core.records.types import RetryPolicy
 from thena_nb.models import AnthropicModel
 
 pytestmark = pytest.mark.anyio

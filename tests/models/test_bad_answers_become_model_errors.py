@@ -13,7 +13,7 @@ from chat_completions_server import ChatCompletionsServer, Completion, Fault
 from messages_api_server import MessagesAPIServer, raw, text, tool_use
 
 from thena_nb import Agent, ModelError, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import TransientModelError
+from thena_nb.core.records.errors import TransientModelError
 from thena_nb.models import AnthropicModel, OpenAICompatModel
 from thena_nb.store import SqliteRunStore
 

@@ -14,7 +14,7 @@ from genai_prices import calc_price
 from messages_api_server import MessagesAPIServer, text, tool_use
 
 from thena_nb import Agent, Budget, Workflow, loop, tool, until_answered
-from thena_nb.core.model import Reply
+from thena_nb.core.records.model import Reply
 from thena_nb.cost import UnpricedModelWarning, turn_cost
 from thena_nb.models import AnthropicModel, OpenAICompatModel
 

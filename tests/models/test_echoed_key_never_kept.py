@@ -1,6 +1,6 @@
 """A server that echoes the API key in an error (its body, a field of its own, a header):
 the key reaches none of what a run keeps or shows, for both adapters, through the one
-scrubber (`core/_secrets.py`).
+scrubber (`core/records/_secrets.py`).
 
 Where it is looked for: the `ModelError` (str, repr), `run.error`, the report tree, the run's
 JSON and HTML, the SQLite file (with its WAL), the formatted traceback with its whole
@@ -20,7 +20,7 @@ from chat_completions_server import ChatCompletionsServer, Completion, Fault
 from messages_api_server import MessagesAPIServer, echo_key, tool_use
 
 from thena_nb import Agent, ModelError, Workflow, loop, tool, until_answered
-from thena_nb.core._secrets import exception_chain
+from thena_nb.core.records._secrets import exception_chain
 from thena_nb.models import AnthropicModel, OpenAICompatModel
 from thena_nb.store import SqliteRunStore
 

@@ -41,7 +41,7 @@ def test_call_ids_are_the_same_in_every_run() -> None:
 
 
 def test_explicit_ids_are_kept() -> None:
-    from thena_nb.core.types import ToolCall
+    from thena_nb.core.records.types import ToolCall
     from thena_nb.models import Reply
 
     given = Reply(tool_calls=[ToolCall(id="toolu_1", name="add", arguments={"a": 1, "b": 1})])

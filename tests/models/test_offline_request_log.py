@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from thena_nb import Agent, Workflow
-from thena_nb.core.model import ModelRequest
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel
 from thena_nb.models._offline import KEPT_RUNS
 

@@ -23,7 +23,7 @@ from chat_completions_server import (
 )
 
 from thena_nb import Agent, Message, ToolCall, Workflow, loop, tool, until_answered
-from thena_nb.core.tools import run_tool_call
+from thena_nb.core.parts.tools import run_tool_call
 from thena_nb.models import ModelError, ModelRequest, Reply, RetryPolicy, TransientModelError
 from thena_nb.models.openai_compat import (
     CONTINUE_PROMPT,

@@ -11,8 +11,8 @@ import pytest
 from chat_completions_server import ChatCompletionsServer, Completion
 from messages_api_server import MessagesAPIServer, text, thinking, thinking_block
 
-from thena_nb.core.model import ModelRequest, ToolSpec
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.model import ModelRequest, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models import FunctionModel, ScriptedModel
 from thena_nb.models.anthropic import AnthropicModel
 from thena_nb.models.openai_compat import OpenAICompatModel

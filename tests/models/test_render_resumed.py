@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from messages_api_server import MessagesAPIServer, text, thinking, thinking_block, tool_use
 
 from thena_nb import Agent, Workflow, loop, tool
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.types import HistoryView, Message, ToolCall
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.records.types import HistoryView, Message, ToolCall
 from thena_nb.models._wire import Resumes
 from thena_nb.models.anthropic import AnthropicModel
 from thena_nb.models.openai_compat import OpenAICompatModel

@@ -10,9 +10,9 @@ import traceback
 import pytest
 
 from thena_nb import Agent, Workflow
-from thena_nb.core.errors import TransientModelError
-from thena_nb.core.model import ModelRequest
-from thena_nb.core.types import RetryPolicy
+from thena_nb.core.records.errors import TransientModelError
+from thena_nb.core.records.model import ModelRequest
+from thena_nb.core.records.types import RetryPolicy
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio

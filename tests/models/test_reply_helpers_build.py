@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from thena_nb.core.model import Reply
-from thena_nb.core.types import ToolCall
+from thena_nb.core.records.model import Reply
+from thena_nb.core.records.types import ToolCall
 from thena_nb.models import reply
 
 

@@ -1,5 +1,5 @@
 """An adapter's repr never shows the credentials of its `base_url`: user info and the values
-of secret-looking query parameters are `***` (`core/_secrets.py` `redact_url`), in the
+of secret-looking query parameters are `***` (`core/records/_secrets.py` `redact_url`), in the
 adapter's repr and in every repr that holds it (agent, workflow)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from thena_nb import Agent, Workflow
-from thena_nb.core._secrets import redact_url
+from thena_nb.core.records._secrets import redact_url
 from thena_nb.models import AnthropicModel, OpenAICompatModel
 
 KEY = "sk-ant-in-the-url-8c2d7f1e4a"

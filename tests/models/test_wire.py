@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models import _wire, openai_compat
 from thena_nb.models import anthropic as anthropic_adapter
 

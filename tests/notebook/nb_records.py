@@ -6,8 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from thena_nb.core.report import ReportNode
-from thena_nb.core.types import ToolCall, Turn, TurnInfo
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import ToolCall, Turn, TurnInfo
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 HOSTILE = "<script>alert(1)</script> and <img src=x onerror=alert(1)>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.changes import apply_changes
+from thena_nb.core.parts.changes import apply_changes
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.notebook.frames import DIFF_COLUMNS
 

@@ -9,7 +9,7 @@ import pytest
 from nb_records import HOSTILE
 
 from thena_nb import Agent, Run, Workflow, loop, tool, until_answered
-from thena_nb.core import _html
+from thena_nb.core.records import _html
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.notebook.display import padded_tables, run_html
 from thena_nb.notebook.frames import frame_html, turn_frame

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from nb_records import HOSTILE, START, build_turn, streak_turns
 
-from thena_nb.core.types import Turn
+from thena_nb.core.records.types import Turn
 from thena_nb.notebook.frames import COLUMNS, frame_html, stack_frames, turn_frame
 
 EXPECTED_DTYPES = {

@@ -7,13 +7,13 @@ import re
 
 from nb_records import HOSTILE, build_loop, build_turn
 
-from thena_nb.core import _html
-from thena_nb.core.agent import Agent
-from thena_nb.core.run import Run
-from thena_nb.core.steps import loop, parallel
-from thena_nb.core.stopping import Condition, until_answered
-from thena_nb.core.tools import tool
-from thena_nb.core.types import LoopFailure, ToolCall, TurnInfo
+from thena_nb.core.parts.agent import Agent
+from thena_nb.core.parts.steps import loop, parallel
+from thena_nb.core.parts.stopping import Condition, until_answered
+from thena_nb.core.parts.tools import tool
+from thena_nb.core.records import _html
+from thena_nb.core.records.types import LoopFailure, ToolCall, TurnInfo
+from thena_nb.core.runs.run import Run
 from thena_nb.core.workflow import Workflow
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.notebook.charts import failure_chart, figure_png_b64

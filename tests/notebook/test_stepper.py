@@ -12,7 +12,7 @@ import pytest
 from helpers import HeldModel, add, add_call, calc, fail_call
 
 from thena_nb import Agent, ModelError, Workflow, loop, max_tool_calls, until_answered, until_text
-from thena_nb.core.model import ModelRequest
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.notebook import Stepper
 from thena_nb.notebook._widget_parts import Button

@@ -12,7 +12,7 @@ import pytest
 from helpers import HeldModel, add, add_call, calc, fail_call
 
 from thena_nb import Agent, Workflow, loop, parallel, tool, until_answered
-from thena_nb.core.gates import Decision
+from thena_nb.core.records.decisions import Decision
 from thena_nb.models import ScriptedModel, reply
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ import pytest
 from helpers import add, add_call
 
 from thena_nb import Agent, Run, Workflow, loop, until_answered
-from thena_nb.core.gates import GateError
+from thena_nb.core.engine.gates import GateError
 from thena_nb.models import ScriptedModel
 from thena_nb.notebook import Stepper
 from thena_nb.notebook._stepper_run import RunView, stepper

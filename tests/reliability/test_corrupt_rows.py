@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import turn_rows_where
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.experiments import run_experiment
 from thena_nb.models import FunctionModel, reply
 from thena_nb.store import SqliteRunStore

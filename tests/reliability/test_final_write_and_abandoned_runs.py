@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import ABANDONED, RunInUse, SqliteRunStore
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import calc
 
 from thena_nb import Agent, Workflow, last_run, loop, until_answered
-from thena_nb.core.run import INTERRUPTED
+from thena_nb.core.runs.run import INTERRUPTED
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.models._offline import call_number
 from thena_nb.store import MemoryRunStore
@@ -109,7 +109,7 @@ def test_an_offline_models_first_ids_continue_after_another_models() -> None:
 
 
 def test_call_numbers_continue_past_the_history() -> None:
-    from thena_nb.core.types import Message, ToolCall
+    from thena_nb.core.records.types import Message, ToolCall
 
     def asked(*ids: str) -> Message:
         calls = [ToolCall(id=i, name="add") for i in ids]

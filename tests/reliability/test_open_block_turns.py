@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from reliability_worker import parallel_workflow
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.models import FunctionModel
 from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore
 

@@ -1,4 +1,4 @@
-"""The model boundary (`core/_reply_check.py`, checked in the model phase of `core/_turn.py`):
+"""The model boundary (`core/engine/_reply_check.py`, checked in the model phase of `core/engine/_turn.py`):
 what a live model call returns must be a `Reply` whose token counts are whole numbers from 0
 to 2**63 - 1 (`Reply` refuses any other when it is made), else the turn fails with a clear
 error naming the model, the agent and the turn, before the reply touches the run's usage,
@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from thena_nb import Agent, Budget, ModelError, Workflow, loop, telemetry, tool, until_answered
-from thena_nb.core._reply_check import reply_error
+from thena_nb.core.engine._reply_check import reply_error
 from thena_nb.models import ModelRequest, Reply, reply
 from thena_nb.store import SqliteRunStore
 

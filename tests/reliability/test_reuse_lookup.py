@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from thena_nb import Agent, Workflow
-from thena_nb.core.run import Run
+from thena_nb.core.runs.run import Run
 from thena_nb.experiments import run_experiment
 from thena_nb.models import FunctionModel
 from thena_nb.store import MemoryRunStore, SqliteRunStore

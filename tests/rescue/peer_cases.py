@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.records.model import ToolSpec
 
 Call = tuple[str, dict[str, Any]]
 

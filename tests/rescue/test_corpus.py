@@ -12,9 +12,9 @@ from typing import Any, Literal
 import pytest
 from peer_cases import DIVERGENCES, PEER_CORPUS, PeerCase
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.parts.tools import Tool, tool
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue import RescueScan, scan_tool_calls
-from thena_nb.core.tools import Tool, tool
 from thena_nb.rescue import rescue_tool_calls
 
 

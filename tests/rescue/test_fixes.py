@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue import MAX_CALLS, rescue_tool_calls, scan_tool_calls
 
 
@@ -112,7 +112,7 @@ def test_json_repair_is_not_used() -> None:
     faster than its input) is never imported by a scan."""
     code = (
         "import sys\n"
-        "from thena_nb.core.model import ToolSpec\n"
+        "from thena_nb.core.records.model import ToolSpec\n"
         "from thena_nb.core.rescue import rescue_tool_calls\n"
         "t = ToolSpec(name='search', parameters={'type': 'object', 'properties': {}})\n"
         "rescue_tool_calls(\"{'name': 'search', 'arguments': {'q': 'x',},}\", [t])\n"

@@ -9,7 +9,7 @@ import json
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue import rescue_tool_calls, scan_tool_calls
 from thena_nb.core.rescue._blocks import inline_code
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.parts.tools import Tool, tool
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue import MAX_CALLS, rescue_tool_calls, scan_tool_calls, split_reasoning
-from thena_nb.core.tools import Tool, tool
 
 
 @tool

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue import RescueScan, scan_tool_calls, split_reasoning
 
 SEARCH = ToolSpec(

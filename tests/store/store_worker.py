@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.run import Run
+from thena_nb.core.runs.run import Run
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import SqliteRunStore, TurnRecord
 

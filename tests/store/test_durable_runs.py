@@ -25,9 +25,9 @@ from thena_nb import (
     until_text,
     was_exhausted,
 )
-from thena_nb.core.changes import apply_changes
-from thena_nb.core.errors import StoreError
-from thena_nb.core.what_if import RecordedContext, WhatIf, what_if, what_if_context
+from thena_nb.core.parts.changes import apply_changes
+from thena_nb.core.records.errors import StoreError
+from thena_nb.core.runs.what_if import RecordedContext, WhatIf, what_if, what_if_context
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.notebook.frames import RUNS_COLUMNS
 from thena_nb.store import MemoryRunStore, RunStore, SqliteRunStore

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from thena_nb import Agent, Workflow
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.core.store import default as store_module
 from thena_nb.models import ScriptedModel
 from thena_nb.store import APPLICATION_ID, SqliteRunStore, default_store

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import TURNS_TABLE
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.models import FunctionModel, ModelRequest, reply
 from thena_nb.store import SqliteRunStore
 

@@ -14,10 +14,10 @@ import pytest
 
 from tests.helpers import TURNS_TABLE, turn_rows_where
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
+from thena_nb.core.records.types import Turn
 from thena_nb.core.store import STORE_FORMAT
 from thena_nb.core.store import default as store_module
-from thena_nb.core.types import Turn
 from thena_nb.models import FunctionModel, ScriptedModel, reply
 from thena_nb.store import SqliteRunStore, default_store, default_store_path
 

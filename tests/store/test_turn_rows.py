@@ -13,8 +13,8 @@ import pytest
 
 from tests.helpers import TURNS_TABLE
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.errors import StoreError
-from thena_nb.core.model import ModelRequest
+from thena_nb.core.records.errors import StoreError
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.core.store import sqlite as sqlite_store
 from thena_nb.core.store._sqlite_file import OLD_TURNS, open_read_only, turn_key
 from thena_nb.models import FunctionModel, reply

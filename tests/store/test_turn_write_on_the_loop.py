@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.helpers import TURNS_TABLE
 from thena_nb import Agent, Workflow, loop, tool, until_answered
-from thena_nb.core.run import Run
+from thena_nb.core.runs.run import Run
 from thena_nb.models import FunctionModel, reply
 from thena_nb.store import SqliteRunStore, TurnRecord
 

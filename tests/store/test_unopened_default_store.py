@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from thena_nb import Agent, Run, Workflow, runs
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.models import ScriptedModel
 
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from thena_nb import Agent, Workflow, telemetry
-from thena_nb.core.types import ToolCall
+from thena_nb.core.records.types import ToolCall
 from thena_nb.models import AnthropicModel, OpenAICompatModel, RetryPolicy
 from thena_nb.telemetry._attributes import provider_of, server_of
 from thena_nb.telemetry._spans import SpanObserver

@@ -17,7 +17,7 @@ from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
 from thena_nb import Agent, Workflow, loop, parallel, telemetry, until_answered
-from thena_nb.core import _observe
+from thena_nb.core.engine import _observe
 from thena_nb.models import ModelError, RetryPolicy, ScriptedModel, TransientModelError, reply
 
 FAST = RetryPolicy(max_retries=3, initial_delay=0.0, max_delay=0.0, jitter=False)
@@ -194,7 +194,7 @@ def test_every_retry_is_a_chat_span_of_the_same_turn(spans) -> None:
     assert all(parent_of(spans, c) is turn for c in chats)
     assert [c.attributes["thena.turn.attempt"] for c in chats] == [1, 2, 3]
     assert chats[0].attributes["error.type"] == "529"
-    assert chats[1].attributes["error.type"] == "thena_nb.core.errors.TransientModelError"
+    assert chats[1].attributes["error.type"] == "thena_nb.core.records.errors.TransientModelError"
     assert [c.status.status_code for c in chats] == [
         StatusCode.ERROR,
         StatusCode.ERROR,

@@ -38,7 +38,7 @@ from mcp_types import (
 from thena_nb._mcp._loop import on_mcp_loop
 from thena_nb._mcp._server import McpToolError
 from thena_nb._schema import validator
-from thena_nb.core.tools import SchemaTool
+from thena_nb.core.parts.tools import SchemaTool
 
 if TYPE_CHECKING:
     from thena_nb._mcp._connection import Connection
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["api_names", "as_tools", "is_destructive", "result_text"]
 
 _ACCEPTED = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-"""The tool names the model APIs accept (`core/tools.py` checks the same)."""
+"""The tool names the model APIs accept (`core/parts/tools.py` checks the same)."""
 _REFUSED_CHARACTER = re.compile(r"[^a-zA-Z0-9_-]")
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from thena_nb.core.errors import ThenaError
+from thena_nb.core.records.errors import ThenaError
 
 if TYPE_CHECKING:
-    from thena_nb.core.tools import Tool
+    from thena_nb.core.parts.tools import Tool
 
 __all__ = ["HttpTransport", "McpServer", "McpServerError", "McpToolError", "StdioTransport"]
 

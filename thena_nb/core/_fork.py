@@ -10,30 +10,35 @@ turns and history, a new user message, and runs the workflow's steps again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from thena_nb.core import _portals
 from thena_nb.core._collector import fewer_collections
-from thena_nb.core._replay import ForkReplay, Replay
-from thena_nb.core.changes import Changes, apply_changes
-from thena_nb.core.gates import Approver, Decision, WaitingReplay, resume_decisions
-from thena_nb.core.model import Reply
-from thena_nb.core.run import Run
-from thena_nb.core.session import Session
+from thena_nb.core.engine._replay import ForkReplay, Replay
+from thena_nb.core.engine.gates import WaitingReplay, resume_decisions
+from thena_nb.core.engine.session import Session
+from thena_nb.core.parts.changes import Changes, apply_changes
+from thena_nb.core.parts.plan import Plan
+from thena_nb.core.records.decisions import Approver, Decision
+from thena_nb.core.records.model import Reply
+from thena_nb.core.records.types import Message
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import RunRecorder, RunStore, TurnRecord, records_of, resolve_store
-from thena_nb.core.types import Message
-
-if TYPE_CHECKING:
-    from thena_nb.core.workflow import Workflow
 
 __all__ = ["acontinue", "afork", "aresume", "fork_session"]
 
 
+class _Resumable(Plan, Protocol):
+    """What a fork and a resume use of a workflow: its definition, and `arun` to go on."""
+
+    def arun(self, *args: Any, **kwargs: Any) -> Awaitable[Run]: ...
+
+
 async def afork(
-    workflow: Workflow,
+    workflow: Plan,
     run: Run,
     at: int,
     *,
@@ -83,7 +88,7 @@ async def afork(
 
 
 def fork_session(
-    workflow: Workflow,
+    workflow: Plan,
     run: Run,
     at: int,
     *,
@@ -202,7 +207,7 @@ def _as_messages(inject: Sequence[Message | str], tool_results: Any) -> list[Mes
 
 
 async def acontinue(
-    workflow: Workflow,
+    workflow: Plan,
     run: Run,
     text: str,
     *,
@@ -258,7 +263,7 @@ def _continued(recorded: Run, n: int) -> Replay:
     return source
 
 
-def _state_of(workflow: Workflow, run: Run) -> Any:
+def _state_of(workflow: Plan, run: Run) -> Any:
     """The state a continuation starts with: a copy of the state `run` ended with."""
     state = run.state
     if workflow.state is None or state is None:
@@ -296,7 +301,7 @@ class _WithParentTurns:
 
 
 async def aresume(
-    workflow: Workflow,
+    workflow: _Resumable,
     run_id: str,
     *,
     store: RunStore | None = None,
@@ -309,7 +314,7 @@ async def aresume(
     same things, and the rest runs live; the stored run is then the complete one. The
     store keeps the replayed turns as they first happened; in the returned `Run` they are
     marked `replayed`. A `"waiting"` run goes on from its waiting turn's stored reply, with
-    `decisions` (checked first) for its pending calls (core/gates.py).
+    `decisions` (checked first) for its pending calls (core/engine/gates.py).
 
     Raises:
         StoreError: The run is not in the store, or there is no store.

@@ -17,18 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 
 if TYPE_CHECKING:
-    from thena_nb.core.agent import Agent
-    from thena_nb.core.model import Reply, ToolSpec
-    from thena_nb.core.report import ReportNode
+    from thena_nb.core.engine.session import Session
+    from thena_nb.core.parts.agent import Agent
+    from thena_nb.core.parts.tools import Tool
+    from thena_nb.core.records.model import Reply, ToolSpec
+    from thena_nb.core.records.report import ReportNode
+    from thena_nb.core.records.types import Turn
     from thena_nb.core.rescue import RescueScan
-    from thena_nb.core.run import Run
-    from thena_nb.core.session import Session
+    from thena_nb.core.runs.run import Run
     from thena_nb.core.store.base import RunStore
-    from thena_nb.core.tools import Tool
-    from thena_nb.core.types import Turn
     from thena_nb.experiments import Experiment
     from thena_nb.notebook.stepper import Stepper
 
@@ -77,7 +77,7 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     (`core._reasoning`, which loads without the rest of rescue)."""
     global _split
     if _split is None:
-        from thena_nb.core._reasoning import split_reasoning as split
+        from thena_nb.core.rescue._reasoning import split_reasoning as split
 
         _split = split
     return _split(text)

@@ -11,25 +11,26 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from thena_nb.core import _html, _portals
+from thena_nb.core import _portals
 from thena_nb.core._collector import fewer_collections
-from thena_nb.core._replay import Replay
-from thena_nb.core._tool_size import DEFAULT_MAX_TOOL_RESULT_CHARS, checked_max_chars
-from thena_nb.core._tool_time import checked_timeout
-from thena_nb.core.agent import Agent
-from thena_nb.core.changes import Changes
-from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.steps import LoopStep, ParallelStep, step_name, step_path
-from thena_nb.core.stopping import condition_arity, condition_parts
-from thena_nb.core.types import Budget, RetryPolicy
+from thena_nb.core.engine._replay import Replay
+from thena_nb.core.parts._tool_size import DEFAULT_MAX_TOOL_RESULT_CHARS, checked_max_chars
+from thena_nb.core.parts._tool_time import checked_timeout
+from thena_nb.core.parts.agent import Agent
+from thena_nb.core.parts.changes import Changes
+from thena_nb.core.parts.steps import LoopStep, ParallelStep, step_name, step_path
+from thena_nb.core.parts.stopping import condition_arity, condition_parts
+from thena_nb.core.records import _html
+from thena_nb.core.records.errors import WorkflowDefinitionError
+from thena_nb.core.records.types import Budget, RetryPolicy
 
 # Defining a workflow needs none of the machinery that runs one (sessions, the executor,
 # the event loop, asyncio, the stores): the methods that run import it when first called,
 # so `import thena_nb` does not load it (tests/test_import_cost.py).
 if TYPE_CHECKING:
-    from thena_nb.core.gates import Approver, Decision
-    from thena_nb.core.run import Run
-    from thena_nb.core.session import Session
+    from thena_nb.core.engine.session import Session
+    from thena_nb.core.records.decisions import Approver, Decision
+    from thena_nb.core.runs.run import Run
     from thena_nb.core.store.base import RunRecorder, RunStore
 
 __all__ = ["Workflow"]
@@ -133,7 +134,7 @@ class Workflow:
             >>> Workflow.of(Agent("Helper", model=ScriptedModel(["hi"])))
             Workflow('Helper', [Agent('Helper', model='scripted')])
         """
-        from thena_nb.core.foreign import KINDS, ForeignAgent
+        from thena_nb.core.engine.foreign import KINDS, ForeignAgent
 
         if isinstance(agent, Agent) and not isinstance(agent, ForeignAgent):
             if gate is not None:
@@ -185,7 +186,7 @@ class Workflow:
                 turn's tools (decide with `session.decide`), or `"wait"`: end the run with
                 status `"waiting"` (go on with `wf.resume(run_id, decisions=...)`).
         """
-        from thena_nb.core.session import Session
+        from thena_nb.core.engine.session import Session
         from thena_nb.core.store.base import resolve_store
 
         source = Replay(replay, live_from=live_from) if replay is not None else None
@@ -301,7 +302,7 @@ class Workflow:
             >>> done.status, done.turns[0].tool_calls[0].error, done.output
             ('finished', "Error: tool 'pay' was not run: too much", 'Done.')
         """
-        from thena_nb.core._aio import run_sync
+        from thena_nb.core.engine._aio import run_sync
 
         given = {"run_id": run_id, "store": store, "approve": approve, "deps": deps}
         return run_sync(
@@ -339,8 +340,8 @@ class Workflow:
             GateError: A decision names no pending call, a pending call has no decision,
                 an edit does not fit its tool, or `decisions` for a run that is not waiting.
         """
-        from thena_nb.core._aio import run_sync
         from thena_nb.core._fork import aresume
+        from thena_nb.core.engine._aio import run_sync
 
         return run_sync(aresume(self, run_id, store=store, decisions=decisions, approve=approve))
 
@@ -368,8 +369,8 @@ class Workflow:
     ) -> Run:
         """`run.fork(...)` with this workflow: see `Run.fork` (`edits`: `reply`,
         `tool_results`, `inject`)."""
-        from thena_nb.core._aio import run_sync
         from thena_nb.core._fork import afork
+        from thena_nb.core.engine._aio import run_sync
 
         return run_sync(afork(self, run, at, changes=changes, store=store, **edits))
 
@@ -382,8 +383,8 @@ class Workflow:
         replay: Run | None = None,
     ) -> Run:
         """`run.continue_with(...)` with this workflow: see `Run.continue_with`."""
-        from thena_nb.core._aio import run_sync
         from thena_nb.core._fork import acontinue
+        from thena_nb.core.engine._aio import run_sync
 
         return run_sync(acontinue(self, run, text, store=store, replay=replay))
 

@@ -51,12 +51,12 @@ Example:
     ['finished', 'finished', 'finished', 'finished']
 """
 
-from thena_nb.core.cases import Case
-from thena_nb.core.changes import Changes, grid
+from thena_nb.core.parts.changes import Changes, grid
 from thena_nb.experiments._plan import BASE_VARIANT
 from thena_nb.experiments._result import Experiment
 from thena_nb.experiments._runner import arun_experiment, run_experiment
 from thena_nb.experiments._scorers import Score, Scorer
+from thena_nb.experiments.cases import Case
 
 __all__ = [
     "BASE_VARIANT",

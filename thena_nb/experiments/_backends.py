@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
-from thena_nb.core.gates import Approver
-from thena_nb.core.run import Run
+from thena_nb.core.records.decisions import Approver
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store._owner import RunInUse
 from thena_nb.core.store.base import records_of
 from thena_nb.core.workflow import Workflow
@@ -117,7 +117,7 @@ async def _timed(s: Any, timeout: float, store: Any) -> Run:
     except TimeoutError:
         if not deadline.expired():
             raise  # the run's own TimeoutError: it failed by itself
-    # The session ends the run `failed` with this error, and stores it so (core/session.py).
+    # The session ends the run `failed` with this error, and stores it so (core/engine/session.py).
     error = f"TimeoutError: the run took longer than run_timeout={timeout:g} s and was cancelled"
     await _cancel_session(s, error)
     ended: Run = s.result

@@ -228,7 +228,7 @@ class _Walk:
         code = fn.__code__
         user = _user_module(fn.__module__)
         self.parts[f"{name} (code)"] = _code_digest(code) if user else _text_digest(
-            f"library {fn.__module__}.{fn.__qualname__}"
+            f"library {former_name(fn.__module__, fn.__qualname__)}"
         )  # fmt: skip
         self.defaults(fn, name, depth)
         for var, cell in zip(code.co_freevars, fn.__closure__ or (), strict=True):
@@ -547,7 +547,48 @@ _DESCRIBERS: tuple[tuple[type | tuple[type, ...], _Describer], ...] = (
 
 
 def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return former_name(cls.__module__, cls.__qualname__)
+
+
+MOVED = {
+    f"thena_nb.core.{floor}.{module}": f"thena_nb.core.{module}"
+    for floor, modules in {
+        "records": "types model events report errors _sent _secrets _html",
+        "parts": "agent tools steps stopping history context changes _tool_size _tool_time",
+        "rescue": "_reasoning _harmony",
+        "runs": "run diff what_if _current",
+        "engine": "session _executor _turn gates _replay _run_state _tool_sources _observe "
+        "_signals _aio _reply_check foreign",
+    }.items()
+    for module in modules.split()
+} | {
+    "thena_nb.experiments.cases": "thena_nb.core.cases",
+    "thena_nb.core.records._keys": "thena_nb.core._replay",
+    "thena_nb.core.records.decisions": "thena_nb.core.gates",
+}
+"""Modules the core's split into packages moved, by their former names: a fingerprint names
+the library functions and classes it meets (`library thena_nb.core.stopping.until_answered`),
+and experiments stored before the split must still be reused, so the former names are kept."""
+
+_MOVED_NAMES = {
+    ("thena_nb.core.records._text", "callable_name"): "thena_nb.core.steps.callable_name",
+    ("thena_nb.core.records._text", "readable"): "thena_nb.core.tools.readable",
+    ("thena_nb.core.records._text", "to_text"): "thena_nb.core.tools._to_text",
+}
+
+
+def former_name(module: str, qualname: str) -> str:
+    """`module.qualname` as fingerprints spelled it before the core's split (`MOVED`).
+
+    >>> former_name("thena_nb.core.parts.stopping", "until_answered")
+    'thena_nb.core.stopping.until_answered'
+    >>> former_name("mypkg.conditions", "enough")
+    'mypkg.conditions.enough'
+    """
+    moved = _MOVED_NAMES.get((module, qualname))
+    if moved is not None:
+        return moved
+    return f"{MOVED.get(module, module)}.{qualname}"
 
 
 def _kind(value: Any) -> str:

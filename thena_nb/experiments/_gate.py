@@ -12,12 +12,12 @@ import asyncio
 import time
 from typing import Any
 
-from thena_nb.core.agent import Agent
-from thena_nb.core.changes import apply_changes
-from thena_nb.core.errors import TransientModelError
-from thena_nb.core.foreign import ForeignAgent
-from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.steps import walk
+from thena_nb.core.engine.foreign import ForeignAgent
+from thena_nb.core.parts.agent import Agent
+from thena_nb.core.parts.changes import apply_changes
+from thena_nb.core.parts.steps import walk
+from thena_nb.core.records.errors import TransientModelError
+from thena_nb.core.records.model import ModelRequest, Reply
 from thena_nb.core.workflow import Workflow
 
 __all__ = ["Gate", "GatedModel", "Gates", "gated", "is_rate_limit"]

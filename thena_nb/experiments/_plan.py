@@ -12,16 +12,16 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from thena_nb.core.cases import Case, as_cases
-from thena_nb.core.changes import Changes, apply_changes
-from thena_nb.core.errors import StoreError
-from thena_nb.core.gates import Approver
-from thena_nb.core.run import INTERRUPTED, Run
+from thena_nb.core.parts.changes import Changes, apply_changes
+from thena_nb.core.records.decisions import Approver
+from thena_nb.core.records.errors import StoreError
+from thena_nb.core.runs.run import INTERRUPTED, Run
 from thena_nb.core.store._owner import RunInUse, keep_ended
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._fingerprint import Fingerprint, Unfingerprintable, digest
 from thena_nb.experiments._reuse import fingerprint_or_reason
 from thena_nb.experiments._rows import RunFacts, facts_from_summary
+from thena_nb.experiments.cases import Case, as_cases
 
 __all__ = [
     "BASE_VARIANT",

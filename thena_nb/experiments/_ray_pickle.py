@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from thena_nb.core.steps import walk
+from thena_nb.core.parts.steps import walk
 from thena_nb.core.workflow import Workflow
 
 __all__ = ["dumps_workflows", "loads_workflows", "unserialisable_part"]

@@ -7,11 +7,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from thena_nb.core import _html
-from thena_nb.core._aio import run_sync
-from thena_nb.core.cases import Case
-from thena_nb.core.changes import Changes
-from thena_nb.core.run import Run
+from thena_nb.core.engine._aio import run_sync
+from thena_nb.core.parts.changes import Changes
+from thena_nb.core.records import _html
+from thena_nb.core.runs.run import Run
 from thena_nb.experiments._chart import score_chart
 from thena_nb.experiments._rows import RunFacts, facts_of, row_of
 from thena_nb.experiments._scorers import Scorer
@@ -26,12 +25,13 @@ from thena_nb.experiments._summary import (
     kind_of,
     summarise,
 )
+from thena_nb.experiments.cases import Case
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from thena_nb.core.diff import RunDiff
+    from thena_nb.core.runs.diff import RunDiff
 
 __all__ = ["Experiment"]
 

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._fingerprint import Fingerprint, Unfingerprintable, fingerprint_of
 

@@ -8,8 +8,8 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from thena_nb.core.run import Run
-from thena_nb.core.types import Usage
+from thena_nb.core.records.types import Usage
+from thena_nb.core.runs.run import Run
 
 __all__ = ["RunFacts", "facts_from_summary", "facts_of", "row_of"]
 

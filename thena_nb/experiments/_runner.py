@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
-from thena_nb.core._aio import run_sync
-from thena_nb.core.changes import Changes
-from thena_nb.core.gates import Approver
-from thena_nb.core.run import Run
+from thena_nb.core.engine._aio import run_sync
+from thena_nb.core.parts.changes import Changes
+from thena_nb.core.records.decisions import Approver
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import resolve_store
 from thena_nb.core.workflow import Workflow
 from thena_nb.experiments._backends import ensure_ray, run_local, run_ray

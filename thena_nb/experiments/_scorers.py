@@ -16,11 +16,11 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, get_args
 
-from thena_nb.core.cases import Case
-from thena_nb.core.errors import TransientModelError
-from thena_nb.core.model import Model, ModelRequest, Reply, ToolSpec
-from thena_nb.core.run import Run
-from thena_nb.core.types import LoopStopReason, Message, RetryPolicy
+from thena_nb.core.records.errors import TransientModelError
+from thena_nb.core.records.model import Model, ModelRequest, Reply, ToolSpec
+from thena_nb.core.records.types import LoopStopReason, Message, RetryPolicy
+from thena_nb.core.runs.run import Run
+from thena_nb.experiments.cases import Case
 
 __all__ = [
     "Check",

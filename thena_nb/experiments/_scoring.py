@@ -17,9 +17,9 @@ import numbers
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from thena_nb.core.cases import Case
-from thena_nb.core.run import Run
+from thena_nb.core.runs.run import Run
 from thena_nb.experiments._scorers import Score, Scorer
+from thena_nb.experiments.cases import Case
 
 __all__ = ["RESERVED", "Scored", "Scoring", "explaining", "named_scorers", "score_runs"]
 

@@ -1,7 +1,7 @@
 """Agents of other frameworks as thena_nb steps: `step_of(agent)`.
 
 `Workflow.of(agent)`, `Workflow(name, [...])`, `parallel` and `loop` take a framework's agent
-where they take a thena_nb `Agent`; this package makes it a `ForeignAgent` (core/foreign.py).
+where they take a thena_nb `Agent`; this package makes it a `ForeignAgent` (core/engine/foreign.py).
 Each framework has a module here, imported only when one of its agents is used:
 
 | framework | its agent | module | extra |
@@ -12,7 +12,7 @@ Each framework has a module here, imported only when one of its agents is used:
 | smolagents | `ToolCallingAgent`, `CodeAgent` | `smolagents.py` | `thena_nb[smolagents]` |
 
 A new framework adds a row: a `ForeignAgent` subclass that holds the framework at its model
-call and its tool calls and reports both to the `TurnPort` (see core/foreign.py).
+call and its tool calls and reports both to the `TurnPort` (see core/engine/foreign.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
-from thena_nb.core.foreign import KINDS, ForeignAgent, GateSpec
+from thena_nb.core.engine.foreign import KINDS, ForeignAgent, GateSpec
 
 __all__ = ["KINDS", "SUPPORTED", "step_of"]
 

@@ -27,9 +27,9 @@ from langchain_core.messages import (
 )
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from thena_nb.core.model import Reply, ToolSpec
-from thena_nb.core.tools import _to_text
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.model import Reply, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 
 __all__ = [
     "canonical",
@@ -59,7 +59,7 @@ def text_of(content: Any) -> str:
             elif isinstance(block, dict) and block.get("type", "text") == "text":
                 parts.append(str(block.get("text", "")))
         return "".join(parts)
-    return _to_text(content)
+    return to_text(content)
 
 
 def _reasoning_of(content: Any) -> str | None:

@@ -37,11 +37,11 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 
-from thena_nb.core._replay import blake
-from thena_nb.core.foreign import ForeignRequest, Serve, TurnPort
-from thena_nb.core.model import Reply
-from thena_nb.core.tools import _to_text
-from thena_nb.core.types import ToolCall
+from thena_nb.core.engine.foreign import ForeignRequest, Serve, TurnPort
+from thena_nb.core.records._keys import blake
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.model import Reply
+from thena_nb.core.records.types import ToolCall
 from thena_nb.frameworks._langgraph_convert import (
     canonical,
     message_of,
@@ -528,7 +528,7 @@ class _Run:
     def report(self, call_id: str, result: Any, error: BaseException | None) -> None:
         found = _tool_message(result, call_id)
         if found is None:
-            self.port.after_tool(call_id, result=_to_text(result))
+            self.port.after_tool(call_id, result=to_text(result))
             return
         text = text_of(found.content)
         if found.status == "error":

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from thena_nb.core.foreign import ForeignAgent, ForeignRequest, TurnPort, _Live
-from thena_nb.core.model import Reply, ToolSpec
-from thena_nb.core.report import ReportNode
-from thena_nb.core.run import Run
+from thena_nb.core.engine.foreign import ForeignAgent, ForeignRequest, TurnPort, _Live
+from thena_nb.core.records.model import Reply, ToolSpec
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import RunRecorder, TurnRecord, resolve_store
 from thena_nb.core.workflow import Workflow
 

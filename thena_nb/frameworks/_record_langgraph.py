@@ -24,11 +24,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.pregel import Pregel
 
-from thena_nb.core.foreign import _Live
-from thena_nb.core.model import Reply, ToolSpec
-from thena_nb.core.run import jsonable
-from thena_nb.core.tools import _to_text
-from thena_nb.core.types import ToolCall
+from thena_nb.core.engine.foreign import _Live
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.model import Reply, ToolSpec
+from thena_nb.core.records.types import ToolCall
+from thena_nb.core.runs.run import jsonable
 from thena_nb.frameworks._record_base import Seen, Taken, clock
 
 __all__ = ["LangGraphHook", "is_graph"]
@@ -250,7 +250,7 @@ def _text(content: Any) -> str:
             if isinstance(b, (str, dict))
         ):
             return "".join(parts)
-    return _to_text(content)
+    return to_text(content)
 
 
 def _input(messages: Sequence[BaseMessage]) -> str:

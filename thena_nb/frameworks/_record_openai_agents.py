@@ -50,8 +50,8 @@ from agents import AgentHooks, FunctionTool, Handoff, Model, ModelResponse, Mode
 from agents import handoff as make_handoff
 from agents.models.multi_provider import MultiProvider
 
-from thena_nb.core.model import ToolSpec
-from thena_nb.core.tools import _to_text
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.frameworks._record_base import Seen, Taken, clock, close_unended
 from thena_nb.frameworks.openai_agents import _model_name, _model_of, _spec, canonical, reply_of
 
@@ -194,7 +194,7 @@ class OpenAIAgentsHook:
         call_id = getattr(context, "tool_call_id", None)
         if taken is not None and isinstance(call_id, str):
             with self._lock:
-                taken.result(call_id, True, _to_text(result))
+                taken.result(call_id, True, to_text(result))
 
     def ended(self, context: Any, output: Any) -> None:
         """The run ended with `output` (the SDK's `final_output`)."""

@@ -31,8 +31,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.wrapper import WrapperModel
 
-from thena_nb.core._replay import blake
-from thena_nb.core.tools import _to_text
+from thena_nb.core.records._keys import blake
+from thena_nb.core.records._text import to_text
 from thena_nb.frameworks._record_base import Seen, Taken, clock
 from thena_nb.frameworks.pydantic_ai import _model_of, _spec, _system, canonical, reply_of
 
@@ -137,7 +137,7 @@ def _results(taken: Taken, messages: Sequence[ModelMessage]) -> None:
 
 
 def _text(content: Any) -> str:
-    return content if isinstance(content, str) else _to_text(content)
+    return content if isinstance(content, str) else to_text(content)
 
 
 def _said(messages: Sequence[ModelMessage]) -> str:

@@ -46,8 +46,8 @@ from smolagents.memory import FinalAnswerStep, TaskStep
 from smolagents.models import ChatMessage, Model, agglomerate_stream_deltas, parse_json_if_needed
 from smolagents.utils import AgentError, truncate_content
 
-from thena_nb.core.tools import error_observation
-from thena_nb.core.types import ToolCall
+from thena_nb.core.parts.tools import error_observation
+from thena_nb.core.records.types import ToolCall
 from thena_nb.frameworks._record_base import Seen, Taken, clock, close_unended
 from thena_nb.frameworks._smolagents_convert import (
     CODE_TOOL,

@@ -21,8 +21,8 @@ from smolagents.models import (
 from smolagents.monitoring import AgentLogger, LogLevel, Timing, TokenUsage
 from smolagents.utils import AgentToolExecutionError
 
-from thena_nb.core.model import Reply, ToolSpec
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.model import Reply, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 
 __all__ = [
     "CODE_TOOL",

@@ -62,8 +62,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage, messages_to_dict
 from langgraph.pregel import Pregel
 
-from thena_nb.core.foreign import ForeignAgent, GateSpec, TurnPort, _Live
-from thena_nb.core.model import ModelRequest
+from thena_nb.core.engine.foreign import ForeignAgent, GateSpec, TurnPort, _Live
+from thena_nb.core.records.model import ModelRequest
 from thena_nb.frameworks._langgraph_convert import to_langchain
 from thena_nb.frameworks._langgraph_describe import describe_graph
 from thena_nb.frameworks._langgraph_hold import SUPPORTED, asked_tools, held_graph, run_graph

@@ -65,10 +65,17 @@ from openai.types.responses import (
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
-from thena_nb.core.foreign import ForeignAgent, ForeignRequest, GateSpec, Serve, TurnPort, _Live
-from thena_nb.core.model import ModelRequest, Reply, ToolSpec
-from thena_nb.core.tools import _to_text
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.engine.foreign import (
+    ForeignAgent,
+    ForeignRequest,
+    GateSpec,
+    Serve,
+    TurnPort,
+    _Live,
+)
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.model import ModelRequest, Reply, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models.openai_compat import parse_arguments
 
 __all__ = ["AgentsSDKStep", "is_agent"]
@@ -481,7 +488,7 @@ def _plain(item: Any) -> Any:
 
 
 def _output_text(output: Any) -> str:
-    return output if isinstance(output, str) else _to_text(output)
+    return output if isinstance(output, str) else to_text(output)
 
 
 def _message_text(content: Any) -> str:

@@ -51,12 +51,19 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from thena_nb.core._replay import blake
-from thena_nb.core.foreign import ForeignAgent, ForeignRequest, GateSpec, Serve, TurnPort, _Live
-from thena_nb.core.model import ModelRequest as ThenaRequest
-from thena_nb.core.model import Reply, ToolSpec
-from thena_nb.core.tools import _to_text
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.engine.foreign import (
+    ForeignAgent,
+    ForeignRequest,
+    GateSpec,
+    Serve,
+    TurnPort,
+    _Live,
+)
+from thena_nb.core.records._keys import blake
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.model import ModelRequest as ThenaRequest
+from thena_nb.core.records.model import Reply, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 
 __all__ = ["PydanticAIStep", "is_agent"]
 
@@ -296,7 +303,7 @@ class _Hooks(AbstractCapability[Any]):
 def _retry_text(exc: ToolRetryError) -> str:
     part = exc.tool_retry
     content = getattr(part, "content", None)
-    return content if isinstance(content, str) else _to_text(content)
+    return content if isinstance(content, str) else to_text(content)
 
 
 def _spec(tool: Any) -> ToolSpec:
@@ -403,7 +410,7 @@ def canonical(messages: Sequence[ModelMessage]) -> tuple[Any, ...]:
 
 
 def _text(content: Any) -> str:
-    return content if isinstance(content, str) else _to_text(content)
+    return content if isinstance(content, str) else to_text(content)
 
 
 def to_pydantic(history: Sequence[Message], me: str) -> list[ModelMessage]:

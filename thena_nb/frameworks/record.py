@@ -18,8 +18,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Literal
 
-from thena_nb.core._aio import run_sync
-from thena_nb.core.run import Run
+from thena_nb.core.engine._aio import run_sync
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import RunRecorder
 from thena_nb.frameworks._record_base import Hook, build
 
@@ -67,7 +67,7 @@ def _hook_of(agent: Any, name: str | None) -> Hook:
 
             return SmolagentsHook(agent, name)
     hint = ""
-    from thena_nb.core.agent import Agent
+    from thena_nb.core.parts.agent import Agent
 
     if isinstance(agent, Agent):
         hint = " (a thena_nb `Agent` is recorded by running it: `Workflow.of(agent).run(...)`)"

@@ -73,9 +73,16 @@ from smolagents.utils import (
     truncate_content,
 )
 
-from thena_nb.core.foreign import ForeignAgent, ForeignRequest, GateSpec, Serve, TurnPort, _Live
-from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.types import ToolCall
+from thena_nb.core.engine.foreign import (
+    ForeignAgent,
+    ForeignRequest,
+    GateSpec,
+    Serve,
+    TurnPort,
+    _Live,
+)
+from thena_nb.core.records.model import ModelRequest, Reply
+from thena_nb.core.records.types import ToolCall
 from thena_nb.frameworks._smolagents_convert import (
     CODE_TOOL,
     CONTINUE,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from thena_nb.core.errors import ModelError, TransientModelError
-from thena_nb.core.model import Model, ModelRequest, Reply, ToolSpec
-from thena_nb.core.types import RetryPolicy
+from thena_nb.core.records.errors import ModelError, TransientModelError
+from thena_nb.core.records.model import Model, ModelRequest, Reply, ToolSpec
+from thena_nb.core.records.types import RetryPolicy
 from thena_nb.models import reply
 from thena_nb.models.function import FunctionModel
 from thena_nb.models.scripted import ScriptedModel

@@ -12,9 +12,9 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from thena_nb.core._current import current_run
-from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.types import Message, construct, finished
+from thena_nb.core.records.model import ModelRequest, Reply
+from thena_nb.core.records.types import Message, construct, finished
+from thena_nb.core.runs._current import current_run
 from thena_nb.models.reply import ErrorReply
 from thena_nb.models.reply import text as text_reply
 
@@ -181,7 +181,7 @@ class OfflineModel:
         """The request as plain data: `messages`, `system` and `tools` (no wire to show).
 
         Example:
-            >>> from thena_nb.core.types import Message, construct, finished
+            >>> from thena_nb.core.records.types import Message, construct, finished
             >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
             >>> OfflineModel("m").render(request)["messages"][0]["content"]
             'Hi'

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from thena_nb.core._aio import close_at_loop_end, owns_loop
+from thena_nb.core.engine._aio import close_at_loop_end, owns_loop
 
 try:  # the SDKs' transport: httpx2 from their 2.x and 3.x releases, httpx before
     import httpx2 as _http

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Mapping
 
-from thena_nb.core.errors import ModelError, TransientModelError
+from thena_nb.core.records.errors import ModelError, TransientModelError
 
 __all__ = ["TRANSIENT_STATUSES", "retry_after_seconds", "status_error", "transient_status"]
 

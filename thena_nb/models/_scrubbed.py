@@ -2,7 +2,7 @@
 (the `ModelError`, the SDK exception kept as its `__cause__`, and everything chained to that),
 and what the SDKs themselves log (`scrub_sdk_logs`).
 
-Every string goes through `core/_secrets.py` (`scrub_exception`: messages, `args`, notes, an
+Every string goes through `core/records/_secrets.py` (`scrub_exception`: messages, `args`, notes, an
 SDK error's `message` and `body`). The HTTP response and request an SDK error holds are
 replaced by copies whose headers, URL and body are scrubbed too (the request carried the
 API key in its headers; a server may echo it in its own), under whatever attribute they
@@ -22,7 +22,13 @@ import logging
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from thena_nb.core._secrets import REDACTED, exception_chain, redact_url, scrub, scrub_exception
+from thena_nb.core.records._secrets import (
+    REDACTED,
+    exception_chain,
+    redact_url,
+    scrub,
+    scrub_exception,
+)
 
 __all__ = ["scrub_sdk_logs", "scrubbed"]
 

@@ -47,7 +47,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.types import Message, ToolCall
 
 __all__ = [
     "CONTINUE_PROMPT",
@@ -203,7 +203,7 @@ def answered_ids(messages: Sequence[Message], i: int) -> set[str]:
     unanswered and a result that does not follow its call).
 
     Example:
-        >>> from thena_nb.core.types import Message
+        >>> from thena_nb.core.records.types import Message
         >>> calls = [ToolCall(id="c1", name="f"), ToolCall(id="c2", name="f")]
         >>> asked = Message(role="assistant", content="", tool_calls=calls)
         >>> done = Message(role="tool", content="4", tool_call_id="c1")
@@ -306,7 +306,7 @@ class Resumes(Generic[_S]):
     copies what it goes on changing).
 
     Example:
-        >>> from thena_nb.core.types import Message
+        >>> from thena_nb.core.records.types import Message
         >>> history = [Message(role="user", content="Hi"), Message(role="assistant", content="Yo")]
         >>> resumes: Resumes[str] = Resumes()
         >>> resumes.keep(history, 1, "state before message 1", "A")

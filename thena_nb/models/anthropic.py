@@ -58,11 +58,11 @@ except ImportError:  # pragma: no cover - older SDKs
 
 from pydantic import ValidationError
 
-from thena_nb.core._reply_check import refused_reply
-from thena_nb.core._secrets import redact_url
-from thena_nb.core.errors import ModelError, TransientModelError
-from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.engine._reply_check import refused_reply
+from thena_nb.core.records._secrets import redact_url
+from thena_nb.core.records.errors import ModelError, TransientModelError
+from thena_nb.core.records.model import ModelRequest, Reply
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models._pools import LoopClients, ssl_context
 from thena_nb.models._retry import status_error, transient_status
 from thena_nb.models._scrubbed import scrub_sdk_logs, scrubbed
@@ -191,8 +191,8 @@ class AnthropicModel:
         never in it; `stream` is there when the model streams (its body says so too).
 
         Example:
-            >>> from thena_nb.core.model import ModelRequest
-            >>> from thena_nb.core.types import Message
+            >>> from thena_nb.core.records.model import ModelRequest
+            >>> from thena_nb.core.records.types import Message
             >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
             >>> AnthropicModel("claude-sonnet-4-5", cache=False).render(request)["messages"]
             [{'role': 'user', 'content': [{'type': 'text', 'text': 'Hi'}]}]

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.records.model import ModelRequest, Reply
 from thena_nb.models._offline import (
     OfflineModel,
     as_reply,

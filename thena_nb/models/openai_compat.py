@@ -42,11 +42,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
-from thena_nb.core._reply_check import refused_reply
-from thena_nb.core._secrets import redact_url
-from thena_nb.core.errors import ModelError, TransientModelError
-from thena_nb.core.model import ModelRequest, Reply, ToolSpec
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.engine._reply_check import refused_reply
+from thena_nb.core.records._secrets import redact_url
+from thena_nb.core.records.errors import ModelError, TransientModelError
+from thena_nb.core.records.model import ModelRequest, Reply, ToolSpec
+from thena_nb.core.records.types import Message, ToolCall
 from thena_nb.models._pools import LoopClients, ssl_context
 from thena_nb.models._retry import status_error
 from thena_nb.models._scrubbed import scrub_sdk_logs, scrubbed
@@ -249,8 +249,8 @@ class OpenAICompatModel:
         system message. The API key belongs to the client and is never in it.
 
         Example:
-            >>> from thena_nb.core.model import ModelRequest
-            >>> from thena_nb.core.types import Message
+            >>> from thena_nb.core.records.model import ModelRequest
+            >>> from thena_nb.core.records.types import Message
             >>> model = OpenAICompatModel("qwen3:8b", base_url="http://localhost:11434/v1")
             >>> request = ModelRequest(agent="A", messages=[Message(role="user", content="Hi")])
             >>> model.render(request)["messages"]
@@ -433,7 +433,7 @@ class OpenAICompatModel:
 
     def _secrets(self) -> list[str | None]:
         """The key this model's requests carry, to scrub from anything it raises (with
-        every other secret `core/_secrets.py` `scrub` knows)."""
+        every other secret `core/records/_secrets.py` `scrub` knows)."""
         key = self._client.api_key
         return [key] if isinstance(key, str) and key != _PLACEHOLDER_KEY else []
 

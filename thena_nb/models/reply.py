@@ -13,8 +13,8 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
-from thena_nb.core.model import Reply
-from thena_nb.core.types import ToolCall, blank, construct
+from thena_nb.core.records.model import Reply
+from thena_nb.core.records.types import ToolCall, blank, construct
 
 __all__ = ["ErrorReply", "calls", "error", "text", "tool"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from thena_nb.core.errors import ScriptExhaustedError
-from thena_nb.core.model import ModelRequest, Reply
+from thena_nb.core.records.errors import ScriptExhaustedError
+from thena_nb.core.records.model import ModelRequest, Reply
 from thena_nb.models._offline import (
     OfflineModel,
     ScriptItem,

@@ -13,16 +13,18 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from thena_nb.core import _fork, _html
-from thena_nb.core.gates import Decision, GateError, PendingCall
-from thena_nb.core.run import Run
-from thena_nb.core.session import Session
-from thena_nb.core.steps import walk
+from thena_nb.core import _fork
+from thena_nb.core.engine.gates import GateError
+from thena_nb.core.engine.session import Session
+from thena_nb.core.parts.steps import walk
+from thena_nb.core.records import _html
+from thena_nb.core.records.decisions import Decision, PendingCall
+from thena_nb.core.runs.run import Run
 from thena_nb.notebook._widget_parts import Button, Html, Text
 
 if TYPE_CHECKING:
+    from thena_nb.core.parts.plan import Plan
     from thena_nb.core.store.base import RunStore
-    from thena_nb.core.workflow import Workflow
 
 __all__ = ["GateCard", "fork_session", "live_fork_session", "schema_problems", "tool_schema"]
 
@@ -270,7 +272,7 @@ def fork_session(
     *,
     reply: Any = None,
     tool_results: Mapping[str, str] | None = None,
-    workflow: Workflow | None = None,
+    workflow: Plan | None = None,
     store: RunStore | Literal[False] | None = None,
 ) -> Session:
     """`run.fork(at, reply=... | tool_results=...)` as a session paused before its first
@@ -293,7 +295,7 @@ def fork_session(
 
 
 def live_fork_session(
-    workflow: Workflow,
+    workflow: Plan,
     run: Run,
     at: int,
     *,

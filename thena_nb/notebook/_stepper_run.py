@@ -15,19 +15,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from thena_nb.core.gates import Decision, GateError, PendingCall
-from thena_nb.core.run import Run
-from thena_nb.core.session import OpenLoop, Session
+from thena_nb.core.engine.gates import GateError
+from thena_nb.core.engine.session import OpenLoop, Session
+from thena_nb.core.records.decisions import Decision, PendingCall
+from thena_nb.core.runs.run import Run
 from thena_nb.core.workflow import Workflow
 from thena_nb.notebook.stepper import Stepper
 
 if TYPE_CHECKING:
     import asyncio
 
-    from thena_nb.core.context import Context
-    from thena_nb.core.events import Event
+    from thena_nb.core.parts.context import Context
+    from thena_nb.core.records.events import Event
+    from thena_nb.core.records.types import ToolCall, Turn
     from thena_nb.core.store.base import RunStore
-    from thena_nb.core.types import ToolCall, Turn
 
 __all__ = ["RunView", "stepper", "workflow_for"]
 

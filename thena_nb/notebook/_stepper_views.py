@@ -14,9 +14,9 @@ import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from thena_nb.core import _html
-from thena_nb.core.report import ReportNode
-from thena_nb.core.types import Turn
+from thena_nb.core.records import _html
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import Turn
 
 __all__ = [
     "CHART_LOOPS",

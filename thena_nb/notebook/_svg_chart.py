@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from thena_nb.core import _html
-from thena_nb.core.report import ReportNode
-from thena_nb.core.types import Turn
+from thena_nb.core.records import _html
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import Turn
 
 __all__ = ["MAX_TURNS", "failure_chart_svg", "iteration_end", "stop_text"]
 

@@ -14,10 +14,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from thena_nb.core import _html
-from thena_nb.core.run import Run
-from thena_nb.core.steps import walk
-from thena_nb.core.types import Message, ToolCall, Turn
+from thena_nb.core.parts.steps import walk
+from thena_nb.core.records import _html
+from thena_nb.core.records.types import Message, ToolCall, Turn
+from thena_nb.core.runs.run import Run
 
 __all__ = [
     "INSPECTOR_TABS",

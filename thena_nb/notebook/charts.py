@@ -26,8 +26,8 @@ from matplotlib.ticker import MaxNLocator
 from thena_nb.notebook._svg_chart import stop_text
 
 if TYPE_CHECKING:
-    from thena_nb.core.report import ReportNode
-    from thena_nb.core.types import Turn
+    from thena_nb.core.records.report import ReportNode
+    from thena_nb.core.records.types import Turn
 
 __all__ = [
     "MARKER_LABELS",

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from thena_nb.core import _html
+from thena_nb.core.records import _html
 
 if TYPE_CHECKING:
-    from thena_nb.core.run import Run
+    from thena_nb.core.runs.run import Run
 
 __all__ = ["padded_tables", "run_html"]
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from thena_nb.core import _html
+from thena_nb.core.records import _html
 
 if TYPE_CHECKING:
-    from thena_nb.core.types import Turn
+    from thena_nb.core.records.types import Turn
 
 __all__ = [
     "COLUMNS",

@@ -40,13 +40,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import thena_nb
-from thena_nb.core import _html
-from thena_nb.core.agent import Agent
-from thena_nb.core.errors import WorkflowDefinitionError
-from thena_nb.core.steps import LoopStep, ParallelStep
-from thena_nb.core.stopping import Condition
-from thena_nb.core.tools import Tool
-from thena_nb.core.types import Budget
+from thena_nb.core.parts.agent import Agent
+from thena_nb.core.parts.steps import LoopStep, ParallelStep
+from thena_nb.core.parts.stopping import Condition
+from thena_nb.core.parts.tools import Tool
+from thena_nb.core.records import _html
+from thena_nb.core.records.errors import WorkflowDefinitionError
+from thena_nb.core.records.types import Budget
 from thena_nb.core.workflow import Workflow, adopted
 from thena_nb.notebook._interrupt import install as install_interrupt
 from thena_nb.notebook._interrupt import uninstall as uninstall_interrupt

@@ -28,9 +28,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from thena_nb.core import _html, _sent
-from thena_nb.core.run import Run
-from thena_nb.core.types import HistorySpan, Message, ToolCall, Turn
+from thena_nb.core.records import _html, _sent
+from thena_nb.core.records.types import HistorySpan, Message, ToolCall, Turn
+from thena_nb.core.runs.run import Run
 from thena_nb.notebook import _svg_chart, _theme, _transcript
 
 __all__ = ["SCRIPT", "run_page_html", "write_run_page"]

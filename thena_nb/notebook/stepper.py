@@ -39,16 +39,16 @@ import anywidget
 from traitlets import Bool, Dict, Int, List, Unicode, link
 
 import thena_nb
-from thena_nb.core import _html
-from thena_nb.core.events import Event
-from thena_nb.core.gates import Decision
-from thena_nb.core.model import Reply
-from thena_nb.core.run import Run
-from thena_nb.core.session import OpenLoop, Session
-from thena_nb.core.steps import LoopStep, callable_name, walk
-from thena_nb.core.stopping import call_condition
-from thena_nb.core.types import ToolCall, Turn, TurnInfo
-from thena_nb.core.what_if import WhatIf
+from thena_nb.core.engine.session import OpenLoop, Session
+from thena_nb.core.parts.steps import LoopStep, callable_name, walk
+from thena_nb.core.parts.stopping import call_condition
+from thena_nb.core.records import _html
+from thena_nb.core.records.decisions import Decision
+from thena_nb.core.records.events import Event
+from thena_nb.core.records.model import Reply
+from thena_nb.core.records.types import ToolCall, Turn, TurnInfo
+from thena_nb.core.runs.run import Run
+from thena_nb.core.runs.what_if import WhatIf
 from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook import _svg_chart, _theme, _transcript
 from thena_nb.notebook._stepper_gates import (

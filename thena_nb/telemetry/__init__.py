@@ -45,7 +45,7 @@ except ModuleNotFoundError as missing:  # where the user asked for it, with what
         "`pip install 'thena_nb[otel]'` (the `lab` extra has them too)"
     ) from missing
 
-from thena_nb.core import _observe
+from thena_nb.core.engine import _observe
 from thena_nb.telemetry._attributes import SCHEMA_URL, SEMCONV_VERSION
 from thena_nb.telemetry._import import load_otlp, runs_from_spans
 from thena_nb.telemetry._spans import SpanObserver

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from thena_nb.core.model import ModelRequest, Reply
-from thena_nb.core.types import Message, ToolCall
+from thena_nb.core.records.model import ModelRequest, Reply
+from thena_nb.core.records.types import Message, ToolCall
 
 __all__ = [
     "SCHEMA_URL",

@@ -13,7 +13,7 @@ first made into one small `_Span` shape, then read by the reader of their dialec
   user message's `tool_call_response` part with `result`, and the agent span holds the whole
   conversation (`pydantic_ai.all_messages`) and the output (`final_result`).
 
-Every turn gets a content key (`thena_nb.core._replay.content_key`), so that an imported run
+Every turn gets a content key (`thena_nb.core.engine._replay.content_key`), so that an imported run
 can be replayed; without message content the run says so (`content_captured=False`) and a
 replay of it is refused.
 """
@@ -30,12 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, get_args
 
-from thena_nb.core._replay import UNCAPTURED_KEY, content_key
-from thena_nb.core._turn import _turn_info
-from thena_nb.core.run import Run
+from thena_nb.core.engine._turn import _turn_info
+from thena_nb.core.records._keys import UNCAPTURED_KEY, content_key
+from thena_nb.core.records._text import to_text
+from thena_nb.core.records.types import Message, RunStatus, ToolCall, Turn, Usage
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import messages_of, report_from_turns
-from thena_nb.core.tools import _to_text
-from thena_nb.core.types import Message, RunStatus, ToolCall, Turn, Usage
 
 __all__ = ["ImportedRun", "load_otlp", "runs_from_spans"]
 
@@ -345,7 +345,7 @@ def _result(call: ToolCall, tool: _Span | None, told: Message | None) -> ToolCal
             update["arguments"] = _arguments(tool.get("gen_ai.tool.call.arguments"))
     text = told.content if told is not None else None
     if text is None and tool is not None and tool.get("gen_ai.tool.call.result") is not None:
-        text = _to_text(tool.get("gen_ai.tool.call.result"))
+        text = to_text(tool.get("gen_ai.tool.call.result"))
     failed = (tool is not None and tool.failed is not None) or (told is not None and told.is_error)
     if text is not None or tool is not None:
         update["ok"] = not failed
@@ -629,7 +629,7 @@ def _messages(raw: Any, result_key: str) -> list[Message]:
                 out.append(
                     Message(
                         role="tool",
-                        content=_to_text(value),
+                        content=to_text(value),
                         tool_call_id=str(p.get("id") or "") or None,
                     )
                 )

@@ -21,13 +21,13 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from thena_nb.core._observe import Observer
-from thena_nb.core._run_state import LoopFrame, Position
-from thena_nb.core.agent import Agent
-from thena_nb.core.model import Model, ModelRequest, Reply
-from thena_nb.core.report import ReportNode
-from thena_nb.core.run import Run
-from thena_nb.core.types import ToolCall, Turn
+from thena_nb.core.engine._observe import Observer
+from thena_nb.core.engine._run_state import LoopFrame, Position
+from thena_nb.core.parts.agent import Agent
+from thena_nb.core.records.model import Model, ModelRequest, Reply
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import ToolCall, Turn
+from thena_nb.core.runs.run import Run
 from thena_nb.telemetry import _attributes as attrs
 
 __all__ = ["SpanObserver"]

@@ -39,7 +39,7 @@ and reads at most 128 KB slowly; past that, only `json.loads` reads, which is li
 At most `MAX_CALLS` calls are taken from one text.
 
 Example:
-    >>> from thena_nb.core.tools import tool
+    >>> from thena_nb.core.parts.tools import tool
     >>> @tool
     ... def get_weather(city: str) -> str:
     ...     '''Current weather for a city.'''
@@ -56,13 +56,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from thena_nb.core._reasoning import Reasoning, find_reasoning, split_reasoning
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.parts.tools import Tool
+from thena_nb.core.records.model import ToolSpec
+from thena_nb.core.records.types import ToolCall
 from thena_nb.core.rescue._accept import accept
 from thena_nb.core.rescue._formats import find_calls
 from thena_nb.core.rescue._json import MAX_CANDIDATES, Budget
-from thena_nb.core.tools import Tool
-from thena_nb.core.types import ToolCall
+from thena_nb.core.rescue._reasoning import Reasoning, find_reasoning, split_reasoning
 
 __all__ = ["MAX_CALLS", "RescueScan", "rescue_tool_calls", "scan_tool_calls", "split_reasoning"]
 

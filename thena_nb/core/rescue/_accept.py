@@ -11,11 +11,11 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from thena_nb.core.model import ToolSpec
+from thena_nb.core.parts.tools import Tool
+from thena_nb.core.records.model import ToolSpec
 from thena_nb.core.rescue._blocks import Found
 from thena_nb.core.rescue._json import CAP, FAIL, Budget, decode_arguments
 from thena_nb.core.rescue._lenient import MAX_DEPTH, read_value
-from thena_nb.core.tools import Tool
 
 __all__ = ["accept"]
 

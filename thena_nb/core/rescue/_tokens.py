@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from thena_nb.core._harmony import Message, messages
 from thena_nb.core.rescue._blocks import Found, Pass, blocks, first_json_object
+from thena_nb.core.rescue._harmony import Message, messages
 from thena_nb.core.rescue._json import CAP, FAIL, Context, RawCall, load_json
 from thena_nb.core.rescue._lenient import FUNCTION_GEMMA, GEMMA, read_prefix
 from thena_nb.core.rescue._markup import invokes

@@ -8,7 +8,7 @@ the content back from the call (`expanded`). Short messages are written as they 
 ordinary turn costs one length check per tool message.
 
 Example:
-    >>> from thena_nb.core.types import Message, ToolCall
+    >>> from thena_nb.core.records.types import Message, ToolCall
     >>> call = ToolCall(id="c1", name="read", arguments={}, ok=True, result="x" * LONG_CHARS)
     >>> message = Message(role="tool", content=call.result, tool_call_id="c1")
     >>> small = shrunk([message], {("c1", call.result): 3})
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from thena_nb.core.types import Message, ToolCall, Turn
+from thena_nb.core.records.types import Message, ToolCall, Turn
 
 __all__ = [
     "LONG_CHARS",
@@ -50,7 +50,7 @@ def apart(text: str) -> bool:
 
 
 def outcome(call: ToolCall) -> str:
-    """What the tool message of `call` carries (`core/_turn.py` `_add_results`)."""
+    """What the tool message of `call` carries (`core/engine/_turn.py` `_add_results`)."""
     return (call.result if call.ok else call.error) or ""
 
 

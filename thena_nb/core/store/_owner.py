@@ -15,7 +15,7 @@ import socket
 import uuid
 from contextvars import ContextVar
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 
 __all__ = [
     "ABANDONED",

@@ -17,7 +17,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 
 __all__ = [
     "APPLICATION_ID",

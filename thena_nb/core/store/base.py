@@ -30,11 +30,11 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
 from thena_nb.core import _portals
-from thena_nb.core.gates import pending_from_json, proposed_call
-from thena_nb.core.report import ReportNode, ReportNodeKind
-from thena_nb.core.run import Run
+from thena_nb.core.records.decisions import pending_from_json, proposed_call
+from thena_nb.core.records.report import ReportNode, ReportNodeKind
+from thena_nb.core.records.types import Message, ToolCall, Turn, Usage
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store._owner import keep_stored
-from thena_nb.core.types import Message, ToolCall, Turn, Usage
 
 __all__ = [
     "STORE_FORMAT",

@@ -13,7 +13,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from thena_nb.core.errors import StoreError
+from thena_nb.core.records.errors import StoreError
 from thena_nb.core.store import _absent
 from thena_nb.core.store.base import RunStore
 from thena_nb.core.store.sqlite import SqliteRunStore

@@ -7,9 +7,9 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from thena_nb.core.errors import StoreError
-from thena_nb.core.report import ReportNode
-from thena_nb.core.run import Run
+from thena_nb.core.records.errors import StoreError
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store import _owner
 from thena_nb.core.store.base import (
     TurnRecord,

@@ -26,9 +26,10 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from thena_nb.core.errors import StoreError
-from thena_nb.core.report import ReportNode
-from thena_nb.core.run import Run
+from thena_nb.core.records.errors import StoreError
+from thena_nb.core.records.report import ReportNode
+from thena_nb.core.records.types import Message, Turn
+from thena_nb.core.runs.run import Run
 from thena_nb.core.store import _once, _owner
 from thena_nb.core.store._batch import CommitBatch, settle
 from thena_nb.core.store._sqlite_file import (
@@ -52,7 +53,6 @@ from thena_nb.core.store.base import (
     request_parts_of,
     summary_of,
 )
-from thena_nb.core.types import Message, Turn
 
 __all__ = ["BUSY_TIMEOUT_MS", "CHECKPOINT_EVERY", "SqliteRunStore"]
 
