@@ -7,7 +7,11 @@ runs, `Stepper` when a stepper opens).
 | module | holds |
 | --- | --- |
 | `magics` | `%%thena_workflow`, `%thena_run`, `%thena_step` and their cell parsing |
-| `stepper` | the `Stepper` widget (one anywidget): its controls, traits and public methods |
+| `stepper` | the `Stepper` widget (one anywidget): its traits and public methods |
+| `_stepper_controls` | the Stepper's parts, what each does, what goes to its front end |
+| `_stepper_render` | the run drawn into the Stepper's parts |
+| `_stepper_host` | the Stepper's actions, run one at a time on its event loop |
+| `_stepper_events` | the session's events and what each turn leaves noted (breakpoints) |
 | `_widget_parts` | the parts the Stepper's front end draws (`static/stepper.js`) |
 | `_stepper_views` | what the Stepper shows, as functions of plain data |
 | `_transcript` | the conversation, the turn inspector's tabs, the turn table (Stepper and page) |
