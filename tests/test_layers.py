@@ -15,6 +15,9 @@ import that runs back up cannot hide in a function body. The rules:
   `import thena_nb` defers to the first run (`DEFERRED`);
 - the core's modules form no import cycle, counting function-body and `TYPE_CHECKING`
   imports (the portal's upward imports left out: that is what it is for);
+- no module of the package is in an import cycle either, counted the same way: the faces
+  (`thena_nb`, `thena_nb.mcp`, ...) hand work to the floors above the core through the portal
+  too;
 - `models` never imports `notebook`;
 - `import thena_nb` loads none of the optional or heavy dependencies, nor `sqlite3`;
 - pytest is imported only by the shipped store contract suite, which no module imports.
@@ -52,9 +55,6 @@ DEFERRED = {
 FLOORS = ["records", "parts", "rescue", "runs", "store", "engine"]
 """The core's packages from the ground up; the core's own modules (`workflow.py`, the fork)
 stand above them all."""
-TYPING_TIES_LEFT: set[tuple[str, str]] = set()
-"""Imports under `TYPE_CHECKING` that still run up a floor or close a cycle (source, target):
-none; a new one fails `test_core_modules_import_only_their_floor_or_below`."""
 """The function-body imports of the core besides the portals': the machinery that runs a
 workflow, which defining one does not need (`tests/test_import_cost.py` checks that `import
 thena_nb` leaves it unloaded)."""
@@ -187,7 +187,7 @@ def floor_of(module: str) -> int:
 
 
 def _core_edges() -> list[Import]:
-    """The imports among the core's modules, but the portal's upward ones and the ties left."""
+    """The imports among the core's modules, but the portal's upward ones."""
     return [
         i
         for i in ALL_IMPORTS
@@ -195,7 +195,6 @@ def _core_edges() -> list[Import]:
         and _in(i.target, "thena_nb.core")
         and i.source != i.target
         and not (i.source == PORTALS and i.where != "module")
-        and (i.source, i.target) not in TYPING_TIES_LEFT
     ]
 
 
@@ -216,17 +215,26 @@ def test_core_modules_import_only_their_floor_or_below() -> None:
     assert bad == [], _show(bad)
 
 
-def test_the_typing_ties_left_are_real() -> None:
-    """Each tie named in `TYPING_TIES_LEFT` is still an import under `TYPE_CHECKING`."""
-    typing = {(i.source, i.target) for i in ALL_IMPORTS if i.where == "typing"}
-    assert typing >= TYPING_TIES_LEFT
-
-
 def test_core_modules_form_no_import_cycle() -> None:
     """Counting function-body and `TYPE_CHECKING` imports; the graph is the core's modules."""
     graph: dict[str, set[str]] = {}
     for i in _core_edges():
         graph.setdefault(i.source, set()).add(i.target)
+    cycle = _find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_package_forms_no_import_cycle() -> None:
+    """Every module of the package, counting function-body and `TYPE_CHECKING` imports; the
+    portal's upward imports are left out, as in the core's check."""
+    graph: dict[str, set[str]] = {}
+    for i in ALL_IMPORTS:
+        if (
+            _in(i.target, "thena_nb")
+            and i.source != i.target
+            and not (i.source == PORTALS and i.where != "module")
+        ):
+            graph.setdefault(i.source, set()).add(i.target)
     cycle = _find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 

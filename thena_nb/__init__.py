@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from thena_nb.core import _portals
 from thena_nb.core.parts.agent import Agent
 from thena_nb.core.parts.changes import grid
 from thena_nb.core.parts.context import Context
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
     from thena_nb.core.runs.run import Run, last_run
     from thena_nb.experiments.cases import Case
     from thena_nb.frameworks.record import record
-    from thena_nb.notebook._stepper_run import stepper
 
 _LAZY = {
     "Case": "thena_nb.experiments.cases",
@@ -74,7 +74,6 @@ _LAZY = {
     "Session": "thena_nb.core.engine.session",
     "last_run": "thena_nb.core.runs.run",
     "record": "thena_nb.frameworks.record",
-    "stepper": "thena_nb.notebook._stepper_run",
 }
 """The public names not needed to define a workflow, by the module that holds each: they
 load when first used (`thena_nb.Session`, `from thena_nb import Run`), so `import thena_nb`
@@ -155,9 +154,7 @@ def frames(runs: Any) -> pd.DataFrame:
         >>> frames([wf.run("x"), wf.run("y")]).shape[0]
         2
     """
-    from thena_nb.notebook.frames import stack_frames
-
-    return stack_frames(list(runs))
+    return _portals.stack_frames(list(runs))
 
 
 def runs(*, store: Any = None) -> pd.DataFrame:
@@ -174,21 +171,54 @@ def runs(*, store: Any = None) -> pd.DataFrame:
     Raises:
         StoreError: There is no store (`THENA_NB_STORE` is off and none was given).
     """
-    from thena_nb.core._portals import require_store
-    from thena_nb.notebook.frames import runs_frame
-
-    return runs_frame(require_store(store).list_runs())
+    return _portals.runs_frame(_portals.require_store(store).list_runs())
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """`%load_ext thena_nb`: register the `%%thena_workflow`, `%thena_run`, `%thena_step` magics."""
-    from thena_nb.notebook.magics import load_ipython_extension as load
-
-    load(ipython)
+    _portals.load_magics(ipython)
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """`%unload_ext thena_nb`."""
-    from thena_nb.notebook.magics import unload_ipython_extension as unload
+    _portals.load_magics(ipython, load=False)
 
-    unload(ipython)
+
+def stepper(run: Run | Session, *, workflow: Any = None, store: Any = None) -> _portals.Stepper:
+    """Open the Stepper on any run, in view mode: scrub its turns, inspect each one (what the
+    model was sent, reasoning, tool calls), read the turn table and the failure chart, ask
+    what-if, and fork it from the shown turn into a live session.
+
+    The controls that need a live session (Step, Run, Pause, Stop, the gate cards, the
+    breakpoints) are hidden; a status line says what is shown. "Fork from here" starts a
+    live session that reuses the turns before the shown one and runs it onward live (as
+    `run.fork(at)`), and the Stepper follows it; "Back to the parent run" returns to the view.
+    It needs the run's workflow: `workflow=`, or the one the run knows (`run.workflow`, set on
+    a run made in this process); without either it is disabled, and its tooltip says so.
+
+    Args:
+        run: The run: stored (`Run.load`), a fork, read with `Run.from_json`, imported, or
+            of another framework's agent. A live `Session` opens the live Stepper instead.
+        workflow: The workflow to fork with: a `Workflow`, or the agent it was made of (a
+            thena_nb `Agent`, a pydantic-ai or OpenAI Agents SDK agent), made a one-step
+            workflow named as the run's. By default the run's own `run.workflow`.
+        store: Where a fork is kept: a run store, `False` for none, or `None` for the
+            default store.
+
+    Returns:
+        The `Stepper` (`display` it, or end a cell with it).
+
+    Raises:
+        TypeError: `run` is not a `Run`, or `workflow` is neither a workflow nor an agent.
+
+    Example:
+        >>> from thena_nb import Agent, Workflow
+        >>> from thena_nb.models import ScriptedModel
+        >>> run = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))]).run(
+        ...     "go", store=False)
+        >>> from thena_nb import stepper
+        >>> viewed = stepper(run)
+        >>> viewed.mode, viewed.status, viewed.turn_count, viewed.fork_button.disabled
+        ('view', 'finished', 1, False)
+    """
+    return _portals.view_stepper(run, workflow=workflow, store=store)

@@ -33,10 +33,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from thena_nb._mcp._server import (
+from thena_nb._mcp._server import McpServer
+from thena_nb._mcp._transport import (
     CALL_TIMEOUT_S,
     STARTUP_TIMEOUT_S,
-    McpServer,
     McpServerError,
     McpToolError,
     http_transport,

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from helpers import add, add_call
 
-from thena_nb import Agent, Run, Workflow, loop, until_answered
+from thena_nb import Agent, Run, Workflow, loop, stepper, until_answered
 from thena_nb.core.engine.gates import GateError
 from thena_nb.models import ScriptedModel
 from thena_nb.notebook import Stepper
-from thena_nb.notebook._stepper_run import RunView, stepper
+from thena_nb.notebook._stepper_run import RunView
 from thena_nb.notebook._stepper_views import FORK_NEEDS_WORKFLOW
 from thena_nb.notebook._widget_parts import Part
 from thena_nb.store import SqliteRunStore

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import tempfile
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
 import httpx2
@@ -27,12 +27,16 @@ from mcp_types import (
 )
 
 from thena_nb._mcp import _loop
-from thena_nb._mcp._server import CLOSE_TIMEOUT_S, McpServerError, StdioTransport
+from thena_nb._mcp._transport import (
+    CLOSE_TIMEOUT_S,
+    HttpTransport,
+    McpServerError,
+    StdioTransport,
+)
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
 
-    from thena_nb._mcp._server import HttpTransport, McpServer
 
 __all__ = ["Connection"]
 
@@ -41,10 +45,21 @@ HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The SDK's own defaults: a server may hold a response stream open for long."""
 
 
+class Served(Protocol):
+    """What a connection reads of its server (an `McpServer`): how to reach it and its limits."""
+
+    @property
+    def transport(self) -> StdioTransport | HttpTransport: ...
+    @property
+    def startup_timeout(self) -> float: ...
+    @property
+    def call_timeout(self) -> float: ...
+
+
 class Connection:
     """A server as one run uses it: started by `start`, called by `call`, ended by `close`."""
 
-    def __init__(self, server: McpServer) -> None:
+    def __init__(self, server: Served) -> None:
         self.server = server
         self.label = server.transport.label
         self.session: ClientSession | None = None

@@ -36,7 +36,7 @@ from mcp_types import (
 )
 
 from thena_nb._mcp._loop import on_mcp_loop
-from thena_nb._mcp._server import McpToolError
+from thena_nb._mcp._transport import McpToolError
 from thena_nb._schema import validator
 from thena_nb.core.parts.tools import SchemaTool
 

@@ -47,13 +47,16 @@ __all__ = [
     "failure_chart",
     "foreign_step",
     "interrupted",
+    "load_magics",
     "require_store",
     "run_experiment",
     "run_html",
     "run_page",
+    "runs_frame",
     "scan_tool_calls",
     "schema_check",
     "split_reasoning",
+    "stack_frames",
     "stepper",
     "turn_cost",
     "turn_frame",
@@ -109,6 +112,30 @@ def turn_frame(turns: Sequence[Turn]) -> Any:
     return frame(turns)
 
 
+def stack_frames(runs: Sequence[Run]) -> Any:
+    """`thena_nb.frames(runs)`: several runs' turn frames as one DataFrame (notebook layer)."""
+    from thena_nb.notebook.frames import stack_frames as stack
+
+    return stack(list(runs))
+
+
+def runs_frame(rows: Sequence[dict[str, Any]]) -> Any:
+    """`thena_nb.runs()`: a store's runs as a DataFrame, one row per run (notebook layer)."""
+    from thena_nb.notebook.frames import runs_frame as frame
+
+    return frame(rows)
+
+
+def load_magics(ipython: Any, *, load: bool = True) -> None:
+    """`%load_ext thena_nb` (or `%unload_ext`, `load=False`): the magics (notebook layer)."""
+    from thena_nb.notebook import magics
+
+    if load:
+        magics.load_ipython_extension(ipython)
+    else:
+        magics.unload_ipython_extension(ipython)
+
+
 def diff_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
     """`RunDiff.frame()`: the aligned pairs of two runs as a pandas DataFrame (notebook
     layer)."""
@@ -146,9 +173,10 @@ def stepper(session: Session) -> Stepper:
     return Stepper(session)
 
 
-def view_stepper(run: Run, *, workflow: Any = None, store: Any = None) -> Stepper:
-    """`run.stepper()`: the Stepper over a recorded run, in view mode (notebook layer)."""
-    from thena_nb.notebook._stepper_run import stepper as open_stepper
+def view_stepper(run: Run | Session, *, workflow: Any = None, store: Any = None) -> Stepper:
+    """`run.stepper()`, `thena_nb.stepper(run)`: the Stepper over a recorded run, in view
+    mode, or over a live session (notebook layer)."""
+    from thena_nb.notebook._stepper_open import open_stepper
 
     return open_stepper(run, workflow=workflow, store=store)
 

@@ -25,7 +25,7 @@ import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from langchain_core.caches import BaseCache
@@ -54,10 +54,29 @@ from thena_nb.frameworks._langgraph_convert import (
     to_langchain,
 )
 
-if TYPE_CHECKING:
-    from thena_nb.frameworks.langgraph import LangGraphStep
-
 __all__ = ["SUPPORTED", "ToolFailed", "asked_tools", "held_graph", "run_graph"]
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class HeldStep(Protocol):
+    """What running a graph reads of its step (a `LangGraphStep`): its names, the held copy
+    of the graph, its model and the tools the graph stops for."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def framework(self) -> str: ...
+    @property
+    def held(self) -> Pregel: ...
+    @property
+    def model(self) -> _Named: ...
+    @property
+    def asks(self) -> frozenset[str]: ...
+
 
 SUPPORTED = (
     "a thena_nb step runs a compiled LangGraph graph whose state holds the conversation as "
@@ -376,7 +395,7 @@ class _Run:
     """One run of the step's graph: the graph in a task of its own, its questions answered
     in the step's task (`drive`)."""
 
-    def __init__(self, step: LangGraphStep, port: TurnPort) -> None:
+    def __init__(self, step: HeldStep, port: TurnPort) -> None:
         self.step = step
         self.port = port
         self.loop = asyncio.get_running_loop()
@@ -689,6 +708,6 @@ class _Run:
             self.loop.call_soon_threadsafe(fn)
 
 
-async def run_graph(step: LangGraphStep, port: TurnPort) -> Any:
+async def run_graph(step: HeldStep, port: TurnPort) -> Any:
     """Run `step`'s graph once as the step: every chat model call a turn."""
     return await _Run(step, port).drive()

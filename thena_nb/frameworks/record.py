@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from thena_nb.core.engine._aio import run_sync
+from thena_nb.core.parts.agent import Agent
 from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import RunRecorder
 from thena_nb.frameworks._record_base import Hook, build
@@ -67,8 +68,6 @@ def _hook_of(agent: Any, name: str | None) -> Hook:
 
             return SmolagentsHook(agent, name)
     hint = ""
-    from thena_nb.core.parts.agent import Agent
-
     if isinstance(agent, Agent):
         hint = " (a thena_nb `Agent` is recorded by running it: `Workflow.of(agent).run(...)`)"
     raise TypeError(f"`record` takes {RECORDS}; got {type(agent).__qualname__}{hint}")

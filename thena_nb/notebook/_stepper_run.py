@@ -1,4 +1,4 @@
-"""The Stepper on a recorded run: `stepper(run)` and the `RunView` it reads.
+"""The Stepper on a recorded run: the `RunView` that `thena_nb.stepper(run)` opens it on.
 
 Any `Run` opens in the Stepper's view mode: one loaded from a store (`Run.load`), a fork,
 one read from JSON or imported from another tool, one of another framework's agent. The
@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from thena_nb.core.engine.gates import GateError
-from thena_nb.core.engine.session import OpenLoop, Session
+from thena_nb.core.engine.session import OpenLoop
 from thena_nb.core.records.decisions import Decision, PendingCall
 from thena_nb.core.runs.run import Run
 from thena_nb.core.workflow import Workflow
-from thena_nb.notebook.stepper import Stepper
 
 if TYPE_CHECKING:
     import asyncio
@@ -30,58 +29,7 @@ if TYPE_CHECKING:
     from thena_nb.core.records.types import ToolCall, Turn
     from thena_nb.core.store.base import RunStore
 
-__all__ = ["RunView", "stepper", "workflow_for"]
-
-
-def stepper(
-    run: Run | Session,
-    *,
-    workflow: Any = None,
-    store: RunStore | Literal[False] | None = None,
-) -> Stepper:
-    """Open the Stepper on any run, in view mode: scrub its turns, inspect each one (what the
-    model was sent, reasoning, tool calls), read the turn table and the failure chart, ask
-    what-if, and fork it from the shown turn into a live session.
-
-    The controls that need a live session (Step, Run, Pause, Stop, the gate cards, the
-    breakpoints) are hidden; a status line says what is shown. "Fork from here" starts a
-    live session that reuses the turns before the shown one and runs it onward live (as
-    `run.fork(at)`), and the Stepper follows it; "Back to the parent run" returns to the view.
-    It needs the run's workflow: `workflow=`, or the one the run knows (`run.workflow`, set on
-    a run made in this process); without either it is disabled, and its tooltip says so.
-
-    Args:
-        run: The run: stored (`Run.load`), a fork, read with `Run.from_json`, imported, or
-            of another framework's agent. A live `Session` opens the live Stepper instead.
-        workflow: The workflow to fork with: a `Workflow`, or the agent it was made of (a
-            thena_nb `Agent`, a pydantic-ai or OpenAI Agents SDK agent), made a one-step
-            workflow named as the run's. By default the run's own `run.workflow`.
-        store: Where a fork is kept: a run store, `False` for none, or `None` for the
-            default store.
-
-    Returns:
-        The `Stepper` (`display` it, or end a cell with it).
-
-    Raises:
-        TypeError: `run` is not a `Run`, or `workflow` is neither a workflow nor an agent.
-
-    Example:
-        >>> from thena_nb import Agent, Workflow
-        >>> from thena_nb.models import ScriptedModel
-        >>> run = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))]).run(
-        ...     "go", store=False)
-        >>> viewed = stepper(run)
-        >>> viewed.mode, viewed.status, viewed.turn_count, viewed.fork_button.disabled
-        ('view', 'finished', 1, False)
-    """
-    if isinstance(run, Session):
-        return Stepper(run)
-    if not isinstance(run, Run):
-        raise TypeError(
-            f"`stepper` opens a `Run` (e.g. `Run.load(run_id)`), got {type(run).__name__}; "
-            f"for a new live run use `wf.stepper(input)`"
-        )
-    return Stepper(RunView(run, workflow=workflow_for(run, workflow), store=store))
+__all__ = ["RunView", "workflow_for"]
 
 
 def workflow_for(run: Run, workflow: Any) -> Workflow | None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from thena_nb.core.records import _html
 from thena_nb.core.records.report import ReportNode
 from thena_nb.core.records.types import Turn
+from thena_nb.notebook import _transcript
 
 __all__ = [
     "CHART_LOOPS",
@@ -380,9 +381,7 @@ def frame_table_html(
     turns: Sequence[Turn], lo: int, hi: int, *, rows: int, current: int | None = None
 ) -> str:
     """The turn table of `turns[lo:hi]` under a `turns lo–hi` line (`rows` is its height)."""
-    from thena_nb.notebook._transcript import frame_table_html as table
-
-    return table(turns, lo, min(hi, lo + rows), current=current)
+    return _transcript.frame_table_html(turns, lo, min(hi, lo + rows), current=current)
 
 
 def what_if_html(label: str, loops: Sequence[ReportNode], answers: Mapping[str, _Answer]) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anywidget
 from traitlets import Bool, Dict, Int, List, Unicode, link
@@ -49,9 +49,7 @@ from thena_nb.notebook._stepper_events import _Events
 from thena_nb.notebook._stepper_gates import GateCard, fork_session, live_fork_session
 from thena_nb.notebook._stepper_host import _Host, running_loop
 from thena_nb.notebook._stepper_render import FRAME_ROWS, _Render
-
-if TYPE_CHECKING:
-    from thena_nb.notebook._stepper_run import RunView
+from thena_nb.notebook._stepper_run import RunView
 
 __all__ = ["EDIT_TAB", "FRAME_ROWS", "Stepper"]
 
