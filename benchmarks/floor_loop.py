@@ -44,8 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.import_cost import child_env
-from benchmarks.turn_instructions import counted_per_turn
+from benchmarks.import_cost import child_env, counted_per_turn
 from benchmarks.turn_overhead import add, function_loop
 
 ROOT = Path(__file__).resolve().parent.parent

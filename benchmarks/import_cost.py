@@ -126,6 +126,28 @@ def instructions(code: str, env: dict[str, str], cwd: str) -> int | None:
     return instructions_of([sys.executable, "-c", code], env, cwd)
 
 
+def counted_per_turn(
+    args: list[str], env: dict[str, str], n: int, runs: tuple[int, int]
+) -> tuple[list[int], float]:
+    """The instructions of `args + [n, r]` for each `r` in `runs` under callgrind, and the
+    instructions per turn: `(count_b - count_a) / ((b - a) * n)`.
+
+    Raises:
+        SystemExit: valgrind is not installed.
+    """
+    # One launch first, not counted, writes the bytecode: else the first counted launch
+    # alone would compile the modules (as `import_cost` does for the same reason).
+    subprocess.run([*args, "1", "0"], env=env, cwd=ROOT, check=True, capture_output=True)
+    counts = []
+    for r in runs:
+        count = instructions_of([*args, str(n), str(r)], env, str(ROOT))
+        if count is None:
+            raise SystemExit("counting instructions needs valgrind: apt-get install valgrind")
+        counts.append(count)
+    (a, b), (ca, cb) = runs, counts
+    return counts, (cb - ca) / ((b - a) * n)
+
+
 def instructions_of(command: list[str], env: dict[str, str], cwd: str) -> int | None:
     """The instructions `command` runs (every thread), counted by callgrind; `None` without
     valgrind. Its profile goes nowhere: only the total is read."""

@@ -33,14 +33,13 @@ import gc
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.import_cost import against_first, child_env, instructions_of
+from benchmarks.import_cost import against_first, child_env, counted_per_turn
 from benchmarks.w1_child import CODE_ENV, CONFIGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,28 +110,6 @@ def per_turn(config: str, n: int, code_dir: Path, runs: tuple[int, int]) -> dict
         "instructions": counts,
         "per_turn": per,
     }
-
-
-def counted_per_turn(
-    args: list[str], env: dict[str, str], n: int, runs: tuple[int, int]
-) -> tuple[list[int], float]:
-    """The instructions of `args + [n, r]` for each `r` in `runs` under callgrind, and the
-    instructions per turn: `(count_b - count_a) / ((b - a) * n)`.
-
-    Raises:
-        SystemExit: valgrind is not installed.
-    """
-    # One launch first, not counted, writes the bytecode: else the first counted launch
-    # alone would compile the modules (as `import_cost` does for the same reason).
-    subprocess.run([*args, "1", "0"], env=env, cwd=ROOT, check=True, capture_output=True)
-    counts = []
-    for r in runs:
-        count = instructions_of([*args, str(n), str(r)], env, str(ROOT))
-        if count is None:
-            raise SystemExit("counting instructions needs valgrind: apt-get install valgrind")
-        counts.append(count)
-    (a, b), (ca, cb) = runs, counts
-    return counts, (cb - ca) / ((b - a) * n)
 
 
 def render(rows: list[dict[str, Any]]) -> str:
