@@ -25,6 +25,14 @@ DEADLINE_S = 60.0
 """How long the server may take to go once its session is collected: a bound, not a speed."""
 
 
+@pytest.fixture(autouse=True)
+def _earlier_garbage_collected() -> None:
+    """Collect what earlier tests of this worker left (an HTTP client whose event loop is
+    closed) before this test's loop starts: the test's own `gc.collect()` must find only its
+    session, or a finalizer of theirs fails inside this test's loop."""
+    gc.collect()
+
+
 def _alive(process: psutil.Process) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
