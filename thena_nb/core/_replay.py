@@ -50,7 +50,7 @@ UNCAPTURED_KEY = "otel:uncaptured"
 """The request key of an imported turn whose trace held no message content."""
 
 
-def blake() -> Any:
+def blake() -> hashlib.blake2b:
     """The hash every fingerprint of a request is made with."""
     return hashlib.blake2b(digest_size=16)
 

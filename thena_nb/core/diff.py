@@ -37,7 +37,7 @@ from thena_nb.core import _html, _portals
 from thena_nb.core._replay import IMPORTED_PREFIX
 from thena_nb.core.report import ReportNode
 from thena_nb.core.steps import callable_name, walk
-from thena_nb.core.types import Turn
+from thena_nb.core.types import ToolCall, Turn
 
 if TYPE_CHECKING:
     from thena_nb.core.run import Run
@@ -330,7 +330,7 @@ def _reply(turn: Turn) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
     return turn.info.response, [(c.name, c.source, _said(c)) for c in turn.tool_calls]
 
 
-def _said(call: Any) -> dict[str, Any]:
+def _said(call: ToolCall) -> dict[str, Any]:
     original = call.original_arguments
     return call.arguments if original is None else original
 
