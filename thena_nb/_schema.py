@@ -33,7 +33,8 @@ def _jsonschema() -> ModuleType:
     finally:
         if keep_out:
             del sys.modules["rfc3987_syntax"]
-    return jsonschema
+    module: ModuleType = jsonschema  # an untyped import: `Any` to mypy
+    return module
 
 
 jsonschema = _jsonschema()

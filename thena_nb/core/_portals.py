@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from thena_nb.core.records.errors import StoreError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from thena_nb.core.engine.session import Session
     from thena_nb.core.parts.agent import Agent
     from thena_nb.core.parts.tools import Tool
@@ -112,14 +114,14 @@ def turn_frame(turns: Sequence[Turn]) -> Any:
     return frame(turns)
 
 
-def stack_frames(runs: Sequence[Run]) -> Any:
+def stack_frames(runs: Sequence[Run]) -> pd.DataFrame:
     """`thena_nb.frames(runs)`: several runs' turn frames as one DataFrame (notebook layer)."""
     from thena_nb.notebook.frames import stack_frames as stack
 
     return stack(list(runs))
 
 
-def runs_frame(rows: Sequence[dict[str, Any]]) -> Any:
+def runs_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """`thena_nb.runs()`: a store's runs as a DataFrame, one row per run (notebook layer)."""
     from thena_nb.notebook.frames import runs_frame as frame
 

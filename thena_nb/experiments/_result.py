@@ -147,10 +147,10 @@ class Experiment:
                 "this experiment kept only its runs' summaries and has no store to load "
                 "them from; run it with `keep_runs=True` (or with a store) to keep them"
             )
-        run = self._store.load(run_id)
-        if run.workflow is None:
-            run.workflow = self._workflows.get(self._key(slot)[1])
-        return run
+        loaded: Run = self._store.load(run_id)
+        if loaded.workflow is None:
+            loaded.workflow = self._workflows.get(self._key(slot)[1])
+        return loaded
 
     def _row(self, slot: int) -> dict[str, Any]:
         """An ended run's summary as a dict (the columns `row_of` gives)."""

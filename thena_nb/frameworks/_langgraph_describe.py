@@ -123,7 +123,7 @@ class _Walk:
         wraps = (getattr(node, "_wrap_tool_call", None), getattr(node, "_awrap_tool_call", None))
         return ("ToolNode", node.name, tools, self.value(handling, depth), self.value(wraps, depth))
 
-    def graph(self, graph: Pregel, depth: int) -> Any:
+    def graph(self, graph: Pregel[Any, Any, Any, Any], depth: int) -> Any:
         nodes = {name: self.value(node.bound, depth) for name, node in graph.nodes.items()}
         builder = getattr(graph, "builder", None)
         edges = sorted(getattr(builder, "edges", ()) or ())
@@ -158,7 +158,7 @@ def _models_near(fn: Any) -> list[BaseChatModel]:
     return found
 
 
-def describe_graph(graph: Pregel) -> tuple[Any, list[BaseChatModel]]:
+def describe_graph(graph: Pregel[Any, Any, Any, Any]) -> tuple[Any, list[BaseChatModel]]:
     """The graph's description for fingerprints, and the chat models found in it (in the
     order met: a `create_agent` graph's model first). A graph it cannot read is described
     by a value without a stable description, so experiments never reuse its runs."""

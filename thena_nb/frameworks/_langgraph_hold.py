@@ -71,7 +71,7 @@ class HeldStep(Protocol):
     @property
     def framework(self) -> str: ...
     @property
-    def held(self) -> Pregel: ...
+    def held(self) -> Pregel[Any, Any, Any, Any]: ...
     @property
     def model(self) -> _Named: ...
     @property
@@ -287,7 +287,7 @@ def _settle(
 # -- tools -----------------------------------------------------------------------------------
 
 
-def held_graph(graph: Pregel) -> Pregel:
+def held_graph(graph: Pregel[Any, Any, Any, Any]) -> Pregel[Any, Any, Any, Any]:
     """A copy of `graph` (and of the graphs that are its nodes) whose `ToolNode`s ask the
     running step before each call; without a checkpointer or compiled interrupts (the
     step's history is the conversation, and its gates hold the tools)."""
@@ -357,7 +357,7 @@ def _setting(node: ToolNode, name: str) -> Any:
         ) from None
 
 
-def asked_tools(graph: Pregel) -> frozenset[str]:
+def asked_tools(graph: Pregel[Any, Any, Any, Any]) -> frozenset[str]:
     """The tools of the `ToolNode`s the graph was compiled to interrupt before: their calls
     are thena_nb gated calls (a person decides them in the turn)."""
     before = graph.interrupt_before_nodes

@@ -253,7 +253,7 @@ class SmolagentsHook:
         return execute
 
 
-class _Recorder(Model):
+class _Recorder(Model):  # type: ignore[misc]  # smolagents has no types: `Model` is Any
     """The agent's own model for the block: every call passed on unchanged, and kept."""
 
     def __init__(self, hook: SmolagentsHook, real: Any) -> None:

@@ -523,7 +523,7 @@ def _key(arguments: Any) -> str:
     return json.dumps(arguments or {}, sort_keys=True, default=str)
 
 
-class _HeldModel(Model):
+class _HeldModel(Model):  # type: ignore[misc]  # smolagents has no types: `Model` is Any
     """The copy's model: each `generate` a turn of the step, answered on the loop."""
 
     def __init__(self, held: _Held, real: Model) -> None:

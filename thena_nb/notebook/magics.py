@@ -31,13 +31,15 @@ import shlex
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display
+from IPython.core.magic_arguments import argument as _argument
+from IPython.core.magic_arguments import magic_arguments as _magic_arguments
+from IPython.core.magic_arguments import parse_argstring as _parse_argstring
+from IPython.display import display as _display
 
 import thena_nb
 from thena_nb.core.parts.agent import Agent
@@ -52,6 +54,20 @@ from thena_nb.notebook._interrupt import install as install_interrupt
 from thena_nb.notebook._interrupt import uninstall as uninstall_interrupt
 
 __all__ = ["ThenaMagics", "define_workflow", "load_ipython_extension", "unload_ipython_extension"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _Decorator(Protocol):
+    def __call__(self, func: _F, /) -> _F: ...
+
+
+# IPython's `magic_arguments` and `display` carry no annotations: their types as used here
+# (each of those decorators returns the function it is given).
+magic_arguments: Callable[[], _Decorator] = _magic_arguments
+argument: Callable[..., _Decorator] = _argument
+parse_argstring: Callable[[Callable[..., Any], str], Any] = _parse_argstring
+display: Callable[..., object] = _display
 
 _MAGIC_LINE = "line 1 (the `%%thena_workflow` line)"
 _STEP_KINDS = "a step is an `Agent`, `parallel([...])`, `loop(...)` or a function `fn(ctx)`"
@@ -432,7 +448,8 @@ class ThenaMagics(Magics):
     @cell_magic
     def thena_workflow(self, line: str, cell: str) -> None:
         """Define a workflow: each top-level expression of the cell is a step, in order."""
-        args = parse_argstring(self.thena_workflow, line)
+        # IPython annotates `cell_magic(f)` as `f | Callable[[f], f]`; it returns `f`.
+        args = parse_argstring(self.thena_workflow, line)  # type: ignore[misc]
         if not args.force:
             _check_free_name(args.name, self._user_ns())
         budget = None

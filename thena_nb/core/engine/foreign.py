@@ -202,7 +202,7 @@ class ForeignAgent(Agent, metaclass=ABCMeta):
                 f"{self.framework} agent {self.name!r} has no changeable field "
                 f"{unknown[0]!r}; changeable fields: {', '.join(self.changeable)}"
             )
-        step: Any = type(self)
+        step: Callable[..., ForeignAgent] = type(self)
         return step(
             self.target, name=self.name, gate=self.gate, overrides={**self.overrides, **changes}
         )

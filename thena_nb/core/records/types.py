@@ -511,7 +511,7 @@ class RetryPolicy(BaseModel):
 
     def delay(self, retry: int, retry_after: float | None = None, rand: float = 1.0) -> float:
         """Seconds to wait before retry number `retry` (1-based); `rand` is in [0, 1]."""
-        base = min(self.initial_delay * 2 ** (retry - 1), self.max_delay)
+        base: float = min(self.initial_delay * 2 ** (retry - 1), self.max_delay)
         if self.jitter:
             base *= 0.5 + 0.5 * rand
         if retry_after is not None and retry_after > base:

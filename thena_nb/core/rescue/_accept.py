@@ -109,7 +109,7 @@ def _unwrapped(
 
 
 def _single_parameter(schema: Mapping[str, Any]) -> str | None:
-    props = list(schema.get("properties") or {})
+    props: list[str] = list(schema.get("properties") or {})
     required = list(schema.get("required") or [])
     if len(required) == 1:
         return str(required[0])

@@ -38,7 +38,7 @@ from thena_nb.core.parts.steps import callable_name, walk
 from thena_nb.core.records import _html
 from thena_nb.core.records._keys import IMPORTED_PREFIX
 from thena_nb.core.records.report import ReportNode
-from thena_nb.core.records.types import Turn
+from thena_nb.core.records.types import ToolCall, Turn
 from thena_nb.core.runs._view import RunView
 
 __all__ = ["Divergence", "DivergenceCause", "PairDifference", "RunDiff", "TurnPair"]
@@ -329,7 +329,7 @@ def _reply(turn: Turn) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
     return turn.info.response, [(c.name, c.source, _said(c)) for c in turn.tool_calls]
 
 
-def _said(call: Any) -> dict[str, Any]:
+def _said(call: ToolCall) -> dict[str, Any]:
     original = call.original_arguments
     return call.arguments if original is None else original
 

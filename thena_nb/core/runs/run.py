@@ -286,7 +286,8 @@ class Run:
         wf = self._workflow_for("fork", workflow)
         edits = {"reply": reply, "tool_results": tool_results, "inject": inject}
         # The workflow carries out the fork: it sits above the run, which holds it.
-        return wf._fork(self, at, changes=changes, store=store, **edits)
+        forked: Run = wf._fork(self, at, changes=changes, store=store, **edits)
+        return forked
 
     def continue_with(
         self, text: str, *, workflow: Any = None, store: Any = None, replay: Run | None = None
@@ -324,7 +325,8 @@ class Run:
             ('You said bye', True, 2)
         """
         wf = self._workflow_for("continue", workflow)
-        return wf._continue(self, text, store=store, replay=replay)
+        continued: Run = wf._continue(self, text, store=store, replay=replay)
+        return continued
 
     def _workflow_for(self, action: str, workflow: Any) -> Any:
         wf = workflow if workflow is not None else self.workflow
