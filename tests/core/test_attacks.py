@@ -225,6 +225,21 @@ def test_arguments_at_the_depth_limit_still_run() -> None:
     assert run.turns[0].tool_calls[0].ok and ran == [nested(MAX_ARGUMENT_DEPTH - 1)]
 
 
+def test_the_depth_check_passes_flat_calls_as_they_are_and_looks_into_any_dict_or_list() -> None:
+    """A call whose arguments hold no dict or list is returned as it is; one holding a
+    subclass of either (an `OrderedDict`, a tuple) is walked like a plain one."""
+    from collections import OrderedDict
+
+    from thena_nb.core.parts.tools import depth_checked
+    from thena_nb.core.records.types import ToolCall
+
+    flat = ToolCall(id="c1", name="take", arguments={"a": 1, "b": "two", "c": None})
+    assert depth_checked(flat) is flat
+    for deep in (OrderedDict(x=nested(950)), {"x": tuple(nested(950))}):
+        call = depth_checked(ToolCall(id="c2", name="take", arguments=deep))
+        assert call.ok is False and "nest deeper than" in (call.error or "")
+
+
 # -- a waiting run is not continued past its waiting turn ------------------------------------
 
 

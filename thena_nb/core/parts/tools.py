@@ -346,7 +346,15 @@ def exception_text(exc: BaseException) -> str:
 def depth_checked(call: ToolCall) -> ToolCall:
     """`call`, or, when its arguments nest deeper than `MAX_ARGUMENT_DEPTH`, a failed call
     that says so, its arguments cut at the limit (a record that can always be stored)."""
-    if call.ok is not None or _within(call.arguments, MAX_ARGUMENT_DEPTH):
+    if call.ok is not None:
+        return call
+    arguments = call.arguments
+    for value in arguments.values():  # most calls: no argument is a dict or a list
+        if isinstance(value, _NESTING):
+            break
+    else:
+        return call
+    if _within(arguments, MAX_ARGUMENT_DEPTH):
         return call
     cut = _cut(call.arguments, MAX_ARGUMENT_DEPTH)
     reason = (
@@ -355,6 +363,10 @@ def depth_checked(call: ToolCall) -> ToolCall:
     )
     error = error_observation(call.name, cut, reason=reason)
     return finished(call, arguments=cut, ok=False, error=error)
+
+
+_NESTING = (dict, list, tuple)
+"""What a flat call's arguments hold none of: the values `_within` walks into."""
 
 
 def _within(value: Any, levels: int) -> bool:

@@ -51,6 +51,12 @@ _M = TypeVar("_M", bound=BaseModel)
 _new = object.__new__
 _FIELDS_SET: dict[type[BaseModel], set[str]] = {}
 _set = object.__setattr__
+# The slots `BaseModel` declares, set through their descriptors: what `object.__setattr__`
+# finds for these names after a lookup in the class's whole MRO, without the lookup.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def construct(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -60,16 +66,16 @@ def construct(cls: type[_M], values: dict[str, Any]) -> _M:
     handling, which costs more than the rest of a turn; it is used on the per-turn hot path.
     """
     obj = _new(cls)
-    _set(obj, "__dict__", values)
+    _set_dict(obj, values)
     # Every field is set, so one shared set per class serves them all: adding a name that
     # is already there (pydantic does on assignment) changes nothing, and each record saves
     # an allocation the garbage collector would otherwise scan on every pass.
     fields_set = _FIELDS_SET.get(cls)
     if fields_set is None:
         fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set(obj, "__pydantic_fields_set__", fields_set)
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _set_fields_set(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
