@@ -221,4 +221,4 @@ def stepper(run: Run | Session, *, workflow: Any = None, store: Any = None) -> _
         >>> viewed.mode, viewed.status, viewed.turn_count, viewed.fork_button.disabled
         ('view', 'finished', 1, False)
     """
-    return _portals.view_stepper(run, workflow=workflow, store=store)
+    return _portals.stepper(run, workflow=workflow, store=store)

@@ -62,7 +62,6 @@ __all__ = [
     "stepper",
     "turn_cost",
     "turn_frame",
-    "view_stepper",
 ]
 
 
@@ -168,16 +167,9 @@ def run_page(run: Run, path: str | os.PathLike[str]) -> Path:
     return write_run_page(run, path)
 
 
-def stepper(session: Session) -> Stepper:
-    """`wf.stepper(input)`: the Stepper widget over a session (notebook layer)."""
-    from thena_nb.notebook.stepper import Stepper
-
-    return Stepper(session)
-
-
-def view_stepper(run: Run | Session, *, workflow: Any = None, store: Any = None) -> Stepper:
-    """`run.stepper()`, `thena_nb.stepper(run)`: the Stepper over a recorded run, in view
-    mode, or over a live session (notebook layer)."""
+def stepper(run: Run | Session, *, workflow: Any = None, store: Any = None) -> Stepper:
+    """`wf.stepper(input)`, `run.stepper()`, `thena_nb.stepper(run)`: the Stepper over a live
+    session, or over a recorded run in view mode (notebook layer)."""
     from thena_nb.notebook._stepper_open import open_stepper
 
     return open_stepper(run, workflow=workflow, store=store)

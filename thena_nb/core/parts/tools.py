@@ -388,7 +388,7 @@ def _within(value: Any, levels: int) -> bool:
 
 def _cut(value: Any, left: int) -> Any:
     """`value` with what nests deeper than `left` levels replaced by a note."""
-    if not isinstance(value, dict | list | tuple):
+    if not isinstance(value, _NESTING):
         return value
     if left == 0:
         return "(cut: nested too deep)"

@@ -572,7 +572,7 @@ class Run:
             >>> viewed.mode, viewed.turn_count, viewed.fork_button.disabled
             ('view', 1, False)
         """
-        return _portals.view_stepper(self, workflow=workflow, store=store)
+        return _portals.stepper(self, workflow=workflow, store=store)
 
     def to_html(self, path: str | os.PathLike[str]) -> Path:
         """Write the run as one self-contained HTML file: its transcript, an inspector of
