@@ -34,11 +34,38 @@ def test_a_new_run_ends_with_its_ending_alone(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "runs.sqlite3", isolation_level=None)
     store, trace = SqliteRunStore(conn), Statements(conn)
     run = two_turns().run("go", store=store, run_id="new")
-    last = max(i for i, sql in enumerate(trace.seen) if sql == "BEGIN IMMEDIATE")
-    ending = [sql.split()[0] for sql in trace.seen[last:] if "thena_" in sql]
-    assert ending == ["UPDATE"], trace.seen[last:]
+    last = max(i for i, sql in enumerate(trace.seen) if "INTO thena_turn_rows" in sql)
+    ending = [sql.split()[0] for sql in trace.seen[last + 1 :]]
+    assert ending == ["UPDATE"], trace.seen[last + 1 :]  # its own transaction: no BEGIN
     loaded = store.load(run.run_id)
     assert loaded.status == "finished" and [t.index for t in loaded.turns] == [0, 1]
+
+
+def test_a_new_run_is_claimed_by_one_statement(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "runs.sqlite3", isolation_level=None)
+    store = SqliteRunStore(conn)
+    two_turns().run("go", store=store, run_id="first")
+    trace = Statements(conn)
+    two_turns().run("go", store=store, run_id="second")
+    first = min(i for i, sql in enumerate(trace.seen) if "thena_request_parts" in sql)
+    claim = [sql for sql in trace.seen[:first] if sql != "BEGIN IMMEDIATE"]  # (the turn's)
+    assert len(claim) == 1 and claim[0].startswith("INSERT INTO thena_runs"), claim
+    numbers = dict(conn.execute("SELECT run_id, run_no FROM thena_runs").fetchall())
+    assert numbers["second"] == numbers["first"] + 1
+    assert [t.index for t in store.load("second").turns] == [0, 1]
+
+
+def test_a_claim_never_reuses_a_deleted_runs_number(tmp_path: Path) -> None:
+    with SqliteRunStore.from_path(tmp_path / "runs.sqlite3") as store:
+        wf = two_turns()
+        wf.run("go", store=store, run_id="a")
+        wf.run("go", store=store, run_id="b")
+        store.delete("b")
+        wf.run("go", store=store, run_id="c")
+        assert [t.index for t in store.load("a").turns] == [0, 1]  # not c's turns
+        assert [t.index for t in store.load("c").turns] == [0, 1]
+        numbers = dict(store._conn.execute("SELECT run_id, run_no FROM thena_runs").fetchall())
+        assert numbers["c"] > numbers["a"] + 1
 
 
 def test_a_run_id_given_again_has_its_stale_turns_removed(tmp_path: Path) -> None:

@@ -110,9 +110,10 @@ def test_a_lone_run_commits_each_turn_as_before(tmp_path: Path) -> None:
     run = three_turns(path, seen).run("q", store=store, run_id="q")
     assert run.status == "finished"
     assert [stored for _, _, stored in seen] == [0, 1, 2]
-    # Its start, its first turn (with the request parts) and its end are transactions of
-    # their own; every later turn is one INSERT, committed on its own (no COMMIT statement).
-    assert commits.count - before == 3
+    # Its first turn (with the request parts) is a transaction of its own; its start,
+    # every later turn and its end are one statement each, committed on their own (no
+    # COMMIT statement).
+    assert commits.count - before == 1
     assert not store._batch.loop  # nothing left open
     store.close()
 
@@ -145,8 +146,8 @@ def test_a_write_that_fails_in_a_batch_fails_its_run_alone(tmp_path: Path) -> No
 
 
 def test_a_turn_of_one_statement_joins_the_batch_without_a_savepoint(tmp_path: Path) -> None:
-    """Only writes of several statements (a start, an ending, a first turn with its request
-    parts) get a savepoint; every later turn is its one INSERT."""
+    """Only writes of several statements (a first turn with its request parts) get a
+    savepoint; a new run's start, every later turn and its ending are one statement each."""
     path = tmp_path / "runs.sqlite3"
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     store, statements = SqliteRunStore(conn), []
@@ -160,7 +161,10 @@ def test_a_turn_of_one_statement_joins_the_batch_without_a_savepoint(tmp_path: P
     savepoints = sum(s.startswith("SAVEPOINT") for s in statements)
     turns = sum(s.startswith("INSERT OR REPLACE INTO thena_turn_rows") for s in statements)
     assert turns == runs * TURNS
-    assert savepoints <= runs * 3, savepoints  # at most a start, a first turn and an end
+    assert savepoints <= runs, savepoints  # at most a first turn's, with its request parts
+    claims = [s for s in statements if s.startswith("INSERT INTO thena_runs")]
+    assert len(claims) == runs and not any(s.startswith("SELECT r.status") for s in statements)
+    assert sum(s.startswith("UPDATE thena_runs SET status") for s in statements) == runs
     assert all(store.load(f"q{i}").status == "finished" for i in range(runs))
     store.close()
 

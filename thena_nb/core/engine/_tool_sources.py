@@ -36,13 +36,16 @@ class RunTools:
     __slots__ = ("agents", "opened", "stack")
 
     def __init__(self) -> None:
-        self.stack = AsyncExitStack()
+        self.stack: AsyncExitStack | None = None
+        """Made when the run opens its first source: most runs open none."""
         self.opened: dict[int, tuple[ToolSource, asyncio.Future[list[Tool]]]] = {}
         self.agents: dict[int, tuple[Agent, str, Agent]] = {}
 
     async def aclose(self) -> None:
         """Close every source opened, last opened first."""
-        await self.stack.aclose()
+        stack, self.stack = self.stack, None
+        if stack is not None:
+            await stack.aclose()
         self.opened.clear()
 
     async def tools_of(self, source: ToolSource) -> list[Tool]:
@@ -52,6 +55,8 @@ class RunTools:
             future: asyncio.Future[list[Tool]] = asyncio.get_running_loop().create_future()
             self.opened[id(source)] = (source, future)
             _start_closer()  # (here, not in the finalizer: a collection may come at any time)
+            if self.stack is None:
+                self.stack = AsyncExitStack()
             try:
                 tools = list(await self.stack.enter_async_context(source.open()))
             except BaseException as exc:
@@ -142,9 +147,9 @@ def _start_closer() -> None:
 def _close_abandoned(run_tools: RunTools) -> None:
     """Hand the sources of a run whose session was collected to the closer thread (called
     by the collector: it takes no lock and starts no thread)."""
-    if not run_tools.opened:
+    stack, run_tools.stack = run_tools.stack, None
+    if stack is None or not run_tools.opened:
         return
-    stack, run_tools.stack = run_tools.stack, AsyncExitStack()
     run_tools.opened.clear()
     run_tools.agents.clear()
     _abandoned.put(stack)

@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -55,6 +55,8 @@ from thena_nb.core.store.base import (
 )
 
 __all__ = ["BUSY_TIMEOUT_MS", "CHECKPOINT_EVERY", "SqliteRunStore"]
+
+_T = TypeVar("_T")
 
 CHECKPOINT_EVERY = 500
 """Turn commits between two WAL checkpoints."""
@@ -217,8 +219,16 @@ class SqliteRunStore:
         header, what = run.header(), f"start run {run.run_id!r}"
         if self._live:  # committed with the other runs' writes, before the first model call
             found: list[bool] = []
-            await self._batched(what, lambda c: found.append(self._claim(c, header)))
+            # A new id (the common case) is claimed by one statement, without a savepoint.
+            await self._batched(
+                what, lambda c: found.append(self._claim_new(c, header)), alone=True
+            )
             new = found == [True]
+            if not new:
+                await self._batched(what, lambda c: found.append(self._claim(c, header)))
+                new = found[-1]
+        elif self._write_alone(what, lambda c: self._claim_new(c, header)):
+            new = True
         else:
             with self._writing(what) as conn:
                 new = self._claim(conn, header)
@@ -269,6 +279,8 @@ class SqliteRunStore:
         try:
             values = self._ending(run)
             fresh = run_id in self._fresh
+            if fresh and run_id in self._numbers and await self._ended_alone(run_id, values[1]):
+                return  # its row is ours: one statement, no savepoint
             if len(self._live) < 2:
                 with self._writing(f"finish run {run_id!r}") as conn:
                     _finish_rows(conn, values, self._number_of(conn, run_id), fresh)
@@ -455,6 +467,25 @@ class SqliteRunStore:
 
     # -- writing (on the calling thread, under the lock) ----------------------------------
 
+    def _claim_new(self, conn: sqlite3.Connection, header: dict[str, Any]) -> bool:
+        """Claim a run the file has no row of by one statement, its number given by the
+        same statement; False, with nothing written, when the file has a row of it (or has
+        given out every number): `_claim` then decides."""
+        run_id = header["run_id"]
+        if run_id in self._refused or not _owner.hold(self._owner, run_id):
+            return False  # (`_claim` says why it is refused)
+        try:
+            rows = conn.execute(_START_NEW, (*_header_values(header), self._owner, _lease()))
+            made = rows.fetchall()  # (all of it: a statement left stepping keeps a transaction)
+        except BaseException:
+            _owner.release(self._owner, run_id)
+            raise
+        if not made:
+            _owner.release(self._owner, run_id)
+            return False
+        self._numbers[run_id] = int(made[0][0])
+        return True
+
     def _claim(self, conn: sqlite3.Connection, header: dict[str, Any]) -> bool:
         """Claim the run and write its header (in a write transaction); True when the
         store had no row of it."""
@@ -506,22 +537,41 @@ class SqliteRunStore:
             return
         # The common case, once per turn: one prepared statement, its own transaction.
         values = _turn_values(self._numbers[run_id], record)
+        self._write_alone(f"store turn {turn.index}", lambda c: c.execute(_INSERT_TURN, values))
+
+    def _write_alone(self, what: str, write: Callable[[sqlite3.Connection], _T]) -> _T:
+        """`write` of one statement, committed at once: its own transaction, as SQLite
+        makes one for a statement outside any (a statement that fails leaves no change)."""
         with self._lock:
             conn = self._conn
             if self._closed or self.read_only:
-                raise StoreError(self._cannot_write(f"store turn {turn.index}"))
+                raise StoreError(self._cannot_write(what))
             if self._batch.loop is not None:
                 self._flush_locked()
             try:
-                conn.execute(_INSERT_TURN, values)
+                done = write(conn)
                 if conn.in_transaction:  # a connection passed in may open one implicitly
                     conn.commit()
             except sqlite3.Error as exc:
                 _rollback(conn)
-                raise StoreError(f"{self!r} cannot store turn {turn.index}: {exc}") from exc
+                raise StoreError(f"{self!r} cannot {what}: {exc}") from exc
             self._commits += 1
             if self._commits >= CHECKPOINT_EVERY:
                 self._start_checkpoint()
+            return done
+
+    async def _ended_alone(self, run_id: str, values: tuple[Any, ...]) -> bool:
+        """Write a fresh run's ending by one `UPDATE` of the row its claim made: at once when
+        it runs alone, else in the open batch. False (nothing written) when the row is not
+        there after all: `_finish_rows` then writes it whole."""
+        what = f"finish run {run_id!r}"
+        if len(self._live) < 2:
+            return self._write_alone(what, lambda c: c.execute(_FINISH, values).rowcount == 1)
+        updated: list[bool] = []
+        await self._batched(
+            what, lambda c: updated.append(c.execute(_FINISH, values).rowcount == 1), alone=True
+        )
+        return updated == [True]
 
     def _turn_rows(
         self, conn: sqlite3.Connection, run_id: str, record: TurnRecord, parts: dict[str, Any]
@@ -827,6 +877,15 @@ _START = (
     "parent_run_id = excluded.parent_run_id, forked_at = excluded.forked_at, "
     "run_no = excluded.run_no, owner = excluded.owner, lease_until = excluded.lease_until"
 )
+_START_NEW = (
+    f"INSERT INTO thena_runs ({_COLUMNS}, run_no, owner, lease_until) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, n, ?, ? "
+    f"FROM (SELECT {NEXT_NUMBER} AS n) WHERE n < {1 << (63 - TURN_BITS)} "
+    "ON CONFLICT (run_id) DO NOTHING RETURNING run_no"
+)
+"""A new run's claim (`_START` for a run id the file has no row of): its number is the next
+one (`NEXT_NUMBER`); no row is made, and none returned, when the id has a row or the file
+has given out every number."""
 _INSERT_HEADER = (
     f"INSERT INTO thena_runs ({_COLUMNS}, run_no) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run_id) DO NOTHING"
