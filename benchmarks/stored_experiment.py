@@ -10,8 +10,8 @@ round by round and alternating, this process measures
 - the floor: what any reader of that file pays for those runs: on a connection of its own,
   `SELECT` every stored row of them (each run's header with its history and report, its
   turn rows, its request parts; in bulk, `run_id IN (...)` a chunk at a time) and
-  `json.loads` every JSON text in them, one by one, with the collector paused (as
-  `Run.load` pauses it, `paused_collector`: the decoded rows are no garbage);
+  `json.loads` every JSON text in them, one by one, with no full collection (as
+  `Run.load` decodes, `decoding`: the decoded rows are no garbage);
 - the re-run: the same `wf.map` again (a new `Workflow` each round, built as the first was),
   every run taken from the store (`exp.reused == runs` is checked), then `exp.frame()`.
 
@@ -45,7 +45,7 @@ import thena_nb
 from benchmarks.turn_overhead import function_loop
 from thena_nb import Workflow
 from thena_nb.core.store import sqlite as sqlite_store
-from thena_nb.core.store.base import paused_collector
+from thena_nb.core.store.base import decoding
 
 TARGET = 5.0
 """The re-run's CPU time ÷ the floor's, at most."""
@@ -76,7 +76,7 @@ def floor(conn: sqlite3.Connection, run_ids: list[str]) -> list[list[Any]]:
     """Every stored row of `run_ids`, selected in bulk, and every JSON text decoded, with
     the collector paused (as `Run.load` pauses it: what is decoded is no garbage): the
     headers' JSON columns, the turns (with their states) and the request parts."""
-    with paused_collector():
+    with decoding():
         return _floor(conn, run_ids)
 
 

@@ -1,6 +1,6 @@
 """Opening a stored run: `Run.load` gives back the run that was stored, records that behave
 as the executor's own, the clear error for a corrupt row, and the garbage collector as it
-found it (a load pauses it while it decodes: `paused_collector`). Its speed is measured in
+found it (a load holds off its full collections while it decodes: `decoding`). Its speed is measured in
 `benchmarks/run_load.py`, not here."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from thena_nb import Agent, Run, Workflow, loop, parallel, tool, until_answered
 from thena_nb.core.records.errors import StoreError
 from thena_nb.core.records.model import Reply
 from thena_nb.core.records.types import Message, ToolCall, Turn, TurnInfo
-from thena_nb.core.store.base import paused_collector
+from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
+from thena_nb.core.store.base import FULL_COLLECTIONS_HELD, decoding
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import SqliteRunStore
 
@@ -158,17 +159,65 @@ def test_a_load_leaves_the_collector_as_it_found_it(stored: tuple[Run, Path]) ->
             gc.enable()
 
 
-def test_overlapping_pauses_turn_the_collector_on_when_the_last_ends() -> None:
-    """Loads on several threads overlap: the first to end must not turn it on under the
-    other (a private helper, tested alone: threads cannot be made to overlap reliably)."""
-    first, second = paused_collector(), paused_collector()
-    first.__enter__()
-    second.__enter__()
-    assert not gc.isenabled()
-    first.__exit__(None, None, None)
-    assert not gc.isenabled()
-    second.__exit__(None, None, None)
-    assert gc.isenabled()
+def test_a_load_holds_off_full_collections_and_puts_the_thresholds_back(
+    stored: tuple[Run, Path],
+) -> None:
+    run, path = stored
+    seen: list[tuple[int, int, int]] = []
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        with SqliteRunStore.from_path(path) as store:
+            import thena_nb.core.store.sqlite as sqlite_store
+
+            rebuild = sqlite_store.rebuild_run
+
+            def watched(*args: object, **kwargs: object) -> Run:
+                seen.append(gc.get_threshold())
+                return rebuild(*args, **kwargs)  # type: ignore[arg-type]
+
+            sqlite_store.rebuild_run = watched  # type: ignore[assignment]
+            try:
+                store.load(run.run_id)
+            finally:
+                sqlite_store.rebuild_run = rebuild
+        assert seen == [(700, 10, FULL_COLLECTIONS_HELD[2])]  # young collections go on
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize("order", ["nested", "overlapping"])
+def test_loads_and_runs_share_one_change_put_back_when_the_last_ends(order: str) -> None:
+    """Loads on several threads, and a load during a run (a replay), overlap: whichever ends
+    first, the thresholds are those of the blocks still open, then the ones found (blocks
+    entered by hand: threads cannot be made to overlap reliably)."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        run, load = fewer_collections(), decoding()
+        run.__enter__()
+        load.__enter__()
+        assert gc.get_threshold() == (RUN_THRESHOLDS[0], RUN_THRESHOLDS[1], 1 << 30)
+        first, last = (load, run) if order == "nested" else (run, load)
+        first.__exit__(None, None, None)
+        expected = RUN_THRESHOLDS if last is run else (700, 10, FULL_COLLECTIONS_HELD[2])
+        assert gc.get_threshold() == expected
+        last.__exit__(None, None, None)
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_a_collector_turned_off_by_a_zero_threshold_stays_off() -> None:
+    before = gc.get_threshold()
+    gc.set_threshold(0, 10, 10)
+    try:
+        with decoding(), fewer_collections():
+            assert gc.get_threshold()[0] == 0
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_records_the_executor_builds_behave_like_validated_ones(

@@ -12,51 +12,20 @@ for a person for hours, leaves them alone.
 
 from __future__ import annotations
 
-import gc
-import threading
+from thena_nb.core.records._pace import RaisedThresholds, raised_thresholds
 
 __all__ = ["RUN_THRESHOLDS", "fewer_collections"]
 
 RUN_THRESHOLDS = (50_000, 50, 50)
 """`gc.set_threshold` values while runs go to their end (each only if above the current one)."""
 
-_lock = threading.Lock()
-_entered = 0
-_saved: tuple[int, int, int] | None = None
+_BLOCK = raised_thresholds(RUN_THRESHOLDS)
 
 
-class _FewerCollections:
-    """`fewer_collections()`'s block: a class, not a generator, as every run enters one."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        global _entered, _saved
-        with _lock:
-            if _entered == 0:
-                saved = _saved = gc.get_threshold()
-                if saved != RUN_THRESHOLDS:
-                    a, b, c = saved
-                    x, y, z = RUN_THRESHOLDS
-                    gc.set_threshold(a if a > x else x, b if b > y else y, c if c > z else z)
-            _entered += 1
-
-    def __exit__(self, *exc: object) -> None:
-        global _entered, _saved
-        with _lock:
-            _entered -= 1
-            if _entered == 0 and _saved is not None:
-                if _saved != RUN_THRESHOLDS:
-                    gc.set_threshold(*_saved)
-                _saved = None
-
-
-_BLOCK = _FewerCollections()
-
-
-def fewer_collections() -> _FewerCollections:
-    """Raise the collector's thresholds for a `with` block (nested and concurrent blocks
-    share one change, undone when the last ends). A collector turned off stays off.
+def fewer_collections() -> RaisedThresholds:
+    """Raise the collector's thresholds for a `with` block (nested and concurrent blocks,
+    and a stored run's load, share one change, undone when the last ends: `records/_pace`).
+    A collector turned off stays off.
 
     Example:
         >>> import gc

@@ -46,9 +46,9 @@ from thena_nb.core.store._sqlite_file import (
 from thena_nb.core.store.base import (
     STORE_FORMAT,
     TurnRecord,
+    decoding,
     missing_run,
     open_turns_of,
-    paused_collector,
     rebuild_run,
     request_parts_of,
     summary_of,
@@ -320,7 +320,7 @@ class SqliteRunStore:
             done = row[_HEADER_COLUMNS.index("status")] == "finished"  # every block merged
             branch = [] if done else conn.execute(_SELECT_BRANCH, (run_id,)).fetchall()
         try:
-            with paused_collector():  # (its records are no garbage: `paused_collector`)
+            with decoding():  # (its records are no garbage: `decoding`)
                 return self._rebuild(run_id, row, rows, parts, branch)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise StoreError(_corrupt(self, run_id, exc)) from exc
@@ -341,8 +341,8 @@ class SqliteRunStore:
         for name in _JSON_COLUMNS:
             text = header[name]
             header[name] = json.loads(text) if text is not None else None
-        for fmt, *_ in [*rows, *branch_rows]:
-            _check_format(fmt, f"a turn of run {run_id!r}")
+        if rows or branch_rows:  # (the newest format of its turns: one check, not one each)
+            _check_format(max(r[0] for r in (*rows, *branch_rows)), f"a turn of run {run_id!r}")
         records = _records(rows)
         run = rebuild_run(
             header,
@@ -1007,7 +1007,11 @@ def _records(rows: list[tuple[Any, ...]]) -> list[TurnRecord]:
     # One validation of every turn at once costs far less than one per turn.
     turns = _TURNS.validate_json(f"[{','.join(r[1] for r in rows)}]")
     return [
-        TurnRecord(turn, json.loads(state) if state is not None else None, _read(messages, [turn]))
+        TurnRecord(
+            turn,
+            json.loads(state) if state is not None else None,
+            _read(messages, [turn]) if messages is not None else (),  # (an ended run's: none)
+        )
         for turn, (_, _, state, messages) in zip(turns, rows, strict=True)
     ]
 
