@@ -84,7 +84,7 @@ def _events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start})]
     for index, block in enumerate(message["content"]):
         if block["type"] == "text":
-            opening = {"type": "text", "text": ""}
+            opening: dict[str, Any] = {"type": "text", "text": ""}
             text = block["text"]
             deltas = [
                 {"type": "text_delta", "text": text[k : k + 4]} for k in range(0, len(text), 4)

@@ -195,7 +195,7 @@ def _start_ray() -> None:
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
 
 def _local_wall(wf: Workflow, inputs: list[str], concurrency: int) -> float:

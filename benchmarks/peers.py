@@ -152,7 +152,7 @@ def _langgraph(n: int) -> Runner:
             message = lc_messages.AIMessage(content="done")
         return outputs.ChatResult(generations=[outputs.ChatGeneration(message=message)])
 
-    class ScriptedChat(chat_models.BaseChatModel):
+    class ScriptedChat(chat_models.BaseChatModel):  # type: ignore[misc]
         """Asks for `add` n-1 times, then answers; binding tools changes nothing."""
 
         @property
@@ -202,7 +202,7 @@ def _smolagents(n: int) -> Runner:
     monitoring: Any = importlib.import_module("smolagents.monitoring")
     count = _Counter()
 
-    class ScriptedModel(smol.Model):
+    class ScriptedModel(smol.Model):  # type: ignore[misc]
         """Asks for `add` n-1 times, then calls `final_answer`."""
 
         def generate(
@@ -260,7 +260,7 @@ def _openai_agents(n: int) -> Runner:
     responses: Any = importlib.import_module("openai.types.responses")
     count = _Counter()
 
-    class ScriptedModel(agents.Model):
+    class ScriptedModel(agents.Model):  # type: ignore[misc]
         """Asks for `add` n-1 times, then answers with a message (the SDK's custom `Model`)."""
 
         async def get_response(self, *args: Any, **kwargs: Any) -> Any:

@@ -12,7 +12,8 @@ time beside them.
 
 "Settled" adds a collection of the two young generations (`gc.collect(1)`) to each: the
 collector's work on the new objects that a load leaves for later (it holds off full
-collections while it decodes, `decoding`) is then counted too. Target: `Run.load` within 2x the floor.
+collections while it decodes, `decoding`) is then counted too. Target: `Run.load` within 2x
+the floor.
 
     python benchmarks/run_load.py             # 10,000 turns, 9 rounds
     python benchmarks/run_load.py --quick     # 2,000 turns, 3 rounds

@@ -72,7 +72,7 @@ def per_turn(n: int, repeats: int, db: Path) -> dict[str, Any]:
         writes.append(time.perf_counter() - t0)
 
     async def one_timed() -> None:
-        sqlite.turn_recorded = timed_record  # type: ignore[method-assign]
+        sqlite.turn_recorded = timed_record  # type: ignore[method-assign, assignment]
         try:
             for _ in range(max(1, repeats // 5)):
                 await _timed(wf, n, sqlite)

@@ -16,10 +16,10 @@ from pydantic import ValidationError
 
 from tests.helpers import turn_rows_where
 from thena_nb import Agent, Run, Workflow, loop, parallel, tool, until_answered
+from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
 from thena_nb.core.records.errors import StoreError
 from thena_nb.core.records.model import Reply
 from thena_nb.core.records.types import Message, ToolCall, Turn, TurnInfo
-from thena_nb.core._collector import RUN_THRESHOLDS, fewer_collections
 from thena_nb.core.store.base import FULL_COLLECTIONS_HELD, decoding
 from thena_nb.models import ScriptedModel, reply
 from thena_nb.store import SqliteRunStore
