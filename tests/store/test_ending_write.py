@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from thena_nb import Agent, Workflow, loop, parallel, tool, until_answered
 from thena_nb.models import FunctionModel, ModelRequest, ScriptedModel, reply
 from thena_nb.store import SqliteRunStore
@@ -53,6 +55,22 @@ def test_a_new_run_is_claimed_by_one_statement(tmp_path: Path) -> None:
     numbers = dict(conn.execute("SELECT run_id, run_no FROM thena_runs").fetchall())
     assert numbers["second"] == numbers["first"] + 1
     assert [t.index for t in store.load("second").turns] == [0, 1]
+
+
+def test_without_returning_a_new_run_is_claimed_as_any_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An SQLite older than 3.35 has no `RETURNING`: the claim then selects and inserts."""
+    import thena_nb.core.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_RETURNING", False)
+    conn = sqlite3.connect(tmp_path / "runs.sqlite3", isolation_level=None)
+    store, trace = SqliteRunStore(conn), Statements(conn)
+    two_turns().run("go", store=store, run_id="old")
+    assert not any("RETURNING" in sql for sql in trace.seen)
+    assert any(sql.startswith("SELECT r.status") for sql in trace.seen)
+    loaded = store.load("old")
+    assert loaded.status == "finished" and [t.index for t in loaded.turns] == [0, 1]
 
 
 def test_a_claim_never_reuses_a_deleted_runs_number(tmp_path: Path) -> None:

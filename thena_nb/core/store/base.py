@@ -350,12 +350,12 @@ def decoding() -> RaisedThresholds:
     A large run is a few hundred thousand new objects (records, their dicts and lists),
     none of them garbage. Made with the collector as it is, they set off several full
     collections of the whole heap along the way, which cost more than decoding them (a
-    10,000-turn run: about half a second of a second's load). With the collector paused
-    instead, its first young collection afterwards walks all of them at once, by then out
-    of the processor's caches (a quarter of the load's time); its young collections walk
-    them in small batches, just made. The full collections they put off come later, as
-    they would have for any other objects. Blocks share one change with the runs under
-    way (`records/_pace`); `gc.disable()` is left alone.
+    10,000-turn run: about half a second of a second's load). Turning the collector off
+    instead leaves them all to its first young collection afterwards, which walks them at
+    once, out of the processor's caches by then (a quarter of the load's time). Here its
+    young collections go on and walk them in small batches, just made; the full collection
+    they put off comes later, as it would for any other objects. Blocks share one change
+    with the runs under way (`records/_pace`); `gc.disable()` is left alone.
 
     Example:
         >>> import gc

@@ -472,7 +472,7 @@ class SqliteRunStore:
         same statement; False, with nothing written, when the file has a row of it (or has
         given out every number): `_claim` then decides."""
         run_id = header["run_id"]
-        if run_id in self._refused or not _owner.hold(self._owner, run_id):
+        if not _RETURNING or run_id in self._refused or not _owner.hold(self._owner, run_id):
             return False  # (`_claim` says why it is refused)
         try:
             rows = conn.execute(_START_NEW, (*_header_values(header), self._owner, _lease()))
@@ -886,6 +886,9 @@ _START_NEW = (
 """A new run's claim (`_START` for a run id the file has no row of): its number is the next
 one (`NEXT_NUMBER`); no row is made, and none returned, when the id has a row or the file
 has given out every number."""
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
+"""Whether the SQLite library has `RETURNING` (3.35): with an older one a new run is claimed
+as any other (`_claim`)."""
 _INSERT_HEADER = (
     f"INSERT INTO thena_runs ({_COLUMNS}, run_no) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run_id) DO NOTHING"
