@@ -437,6 +437,10 @@ def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> Non
     ]
     assert len(tops) == 3 and max(tops) - min(tops) <= 4, tops
     assert row.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    table = page.locator(".thena-part-frame_html")  # the turn table fits: no sideways scroll
+    assert table.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), table.evaluate(
+        "e => [e.scrollWidth, e.clientWidth]"
+    )
     widget_shot(page, "stepper-332.png")
 
 
