@@ -26,7 +26,17 @@ from thena_nb.core.runs.what_if import WhatIf
 from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook import _transcript
 from thena_nb.notebook._stepper_host import every_call, running_loop
-from thena_nb.notebook._widget_parts import Button, Check, Choice, Html, Part, Slider, Tabs, Text
+from thena_nb.notebook._widget_parts import (
+    Button,
+    Check,
+    Choice,
+    Html,
+    Part,
+    Slider,
+    StepperParts,
+    Tabs,
+    Text,
+)
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_gates import GateCard
@@ -68,7 +78,7 @@ _FIXED = ("kind", "description", "icon", "placeholder", "rows", "submit", "title
 """The fields of a part's state that seldom change: sent apart from the rest (`parts_fixed`)."""
 
 
-class _Controls:
+class _Controls(StepperParts):
     """Build the parts and wire them to what they do (a mixin of `Stepper`)."""
 
     session: Session | RunView
@@ -78,51 +88,6 @@ class _Controls:
     _compiled: tuple[str, Any] | None
     _ready: bool
     _flush_soon: bool
-    # The parts `_build` makes (`_add` keeps each as an attribute of its name).
-    step_button: Button
-    iteration_button: Button
-    run_button: Button
-    pause_button: Button
-    continue_button: Button
-    stop_button: Button
-    back_button: Button
-    forward_button: Button
-    what_if_button: Button
-    edit_button: Button
-    parent_button: Button
-    fork_button: Button
-    header: Html
-    view_html: Html
-    position_html: Html
-    error_html: Html
-    live_label: Html
-    live_text: Text
-    transcript_html: Html
-    turn_html: Html
-    saw_html: Html
-    reasoning_html: Html
-    tools_html: Html
-    edit_help: Html
-    edit_text: Text
-    edit_note: Html
-    edit_error: Html
-    frame_html: Html
-    chart: Html
-    what_if_html: Html
-    fork_html: Html
-    break_error_html: Html
-    inspector: Tabs
-    controls: Part
-    breaks: Part
-    view_bar: Part
-    live_box: Part
-    slider: Slider
-    break_error_box: Check
-    break_rescued_box: Check
-    gate_box: Check
-    break_text: Text
-    what_if_text: Text
-    edit_target: Choice
 
     if TYPE_CHECKING:  # the Stepper's, and the other mixins'
 

@@ -26,7 +26,7 @@ from thena_nb.core.parts.stopping import call_condition
 from thena_nb.core.records.events import Event
 from thena_nb.core.records.types import Turn, TurnInfo
 from thena_nb.notebook import _stepper_views as views
-from thena_nb.notebook._widget_parts import Html, Text
+from thena_nb.notebook._widget_parts import StepperParts
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_run import RunView
@@ -43,7 +43,7 @@ Where = tuple[tuple[str, int], ...]
 the outermost down to it (a nested loop starts over at iteration 1 in each outer iteration)."""
 
 
-class _Events:
+class _Events(StepperParts):
     """The session's events and the notes of each turn (a mixin of `Stepper`)."""
 
     session: Session | RunView
@@ -53,8 +53,6 @@ class _Events:
     break_on_rescued: bool
     break_expression: str
     break_conditions: list[Callable[..., Any]]
-    live_label: Html
-    live_text: Text
     _busy: bool
     _error: str
     _compiled: tuple[str, Any] | None

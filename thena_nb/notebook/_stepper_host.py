@@ -22,7 +22,7 @@ from thena_nb.core.records.types import ToolCall, Turn
 from thena_nb.core.runs.run import Run
 from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook._stepper_events import Where, iteration_of
-from thena_nb.notebook._widget_parts import Html, Part
+from thena_nb.notebook._widget_parts import StepperParts
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_gates import GateCard
@@ -44,7 +44,7 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-class _Host:
+class _Host(StepperParts):
     """Drive the session on the Stepper's event loop (a mixin of `Stepper`)."""
 
     session: Session | RunView
@@ -57,9 +57,6 @@ class _Host:
     position: int
     breakpoint_hit: int | None
     gate_every_call: bool
-    live_label: Html
-    live_box: Part
-    position_html: Html
     _loop: asyncio.AbstractEventLoop | None
     _busy: bool
     _stop_requested: bool

@@ -23,7 +23,9 @@ from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook import _svg_chart, _transcript
 from thena_nb.notebook._stepper_gates import GateCard, tool_schema
 from thena_nb.notebook._stepper_host import running_loop
-from thena_nb.notebook._widget_parts import Button, Choice, Html, Part, Slider, Tabs, Text
+from thena_nb.notebook._widget_parts import (
+    StepperParts,
+)
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_run import RunView
@@ -36,7 +38,7 @@ _STOPPED_LOOPS = 4
 """Stopped loops the header names, the latest ones."""
 
 
-class _Render:
+class _Render(StepperParts):
     """Draw the run into the Stepper's parts (a mixin of `Stepper`)."""
 
     session: Session | RunView
@@ -51,39 +53,6 @@ class _Render:
     turn_count: int
     pending_count: int
     breakpoint_hit: int | None
-    header: Html
-    view_html: Html
-    position_html: Html
-    error_html: Html
-    live_label: Html
-    transcript_html: Html
-    turn_html: Html
-    saw_html: Html
-    reasoning_html: Html
-    tools_html: Html
-    edit_note: Html
-    frame_html: Html
-    chart: Html
-    fork_html: Html
-    break_error_html: Html
-    edit_text: Text
-    edit_target: Choice
-    inspector: Tabs
-    slider: Slider
-    step_button: Button
-    iteration_button: Button
-    run_button: Button
-    pause_button: Button
-    continue_button: Button
-    stop_button: Button
-    back_button: Button
-    forward_button: Button
-    edit_button: Button
-    parent_button: Button
-    fork_button: Button
-    controls: Part
-    breaks: Part
-    view_bar: Part
     _busy: bool
     _error: str
     _last_action: str

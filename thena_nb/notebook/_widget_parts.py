@@ -17,7 +17,7 @@ from typing import Any
 from traitlets import Any as AnyTrait
 from traitlets import Bool, HasTraits, Int, List, Unicode
 
-__all__ = ["Button", "Check", "Choice", "Html", "Part", "Slider", "Tabs", "Text"]
+__all__ = ["Button", "Check", "Choice", "Html", "Part", "Slider", "StepperParts", "Tabs", "Text"]
 
 
 class Part(HasTraits):
@@ -154,3 +154,53 @@ def _json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_json(v) for v in value]
     return value
+
+
+class StepperParts:
+    """The parts `Stepper._build` makes (`_add` keeps each as an attribute of its name),
+    declared once for the mixins that use them."""
+
+    step_button: Button
+    iteration_button: Button
+    run_button: Button
+    pause_button: Button
+    continue_button: Button
+    stop_button: Button
+    back_button: Button
+    forward_button: Button
+    what_if_button: Button
+    edit_button: Button
+    parent_button: Button
+    fork_button: Button
+    header: Html
+    view_html: Html
+    position_html: Html
+    error_html: Html
+    live_label: Html
+    live_text: Text
+    transcript_html: Html
+    turn_html: Html
+    saw_html: Html
+    reasoning_html: Html
+    tools_html: Html
+    edit_help: Html
+    edit_text: Text
+    edit_note: Html
+    edit_error: Html
+    frame_html: Html
+    chart: Html
+    what_if_html: Html
+    fork_html: Html
+    break_error_html: Html
+    inspector: Tabs
+    controls: Part
+    breaks: Part
+    view_bar: Part
+    live_box: Part
+    slider: Slider
+    break_error_box: Check
+    break_rescued_box: Check
+    gate_box: Check
+    break_text: Text
+    what_if_text: Text
+    edit_target: Choice
