@@ -241,3 +241,25 @@ def test_a_run_deleted_while_it_runs_never_puts_turns_into_a_run_that_came_after
         assert [t.index for t in kept.turns] == [1, 2, 3]
     nos = numbers(path)
     assert nos[first.run_id] != nos[later[0].run_id]
+
+
+def test_request_parts_written_again_by_later_runs_load_as_each_run_saw_them(
+    tmp_path: Path,
+) -> None:
+    with SqliteRunStore(tmp_path / "runs.sqlite3") as store:
+        wf = counting(2)
+        first, second = wf.run("a", store=store), wf.run("b", store=store)
+        for run in (first, second):
+            loaded = store.load(run.run_id)
+            assert loaded.request_parts == run.request_parts and len(run.request_parts) == 2
+            assert loaded.request_of(loaded.turns[1]) == run.request_of(run.turns[1])
+
+
+def test_a_part_text_is_reused_only_for_the_very_value_it_was_made_from() -> None:
+    spec = [{"name": "add", "parameters": {"type": "object"}}]
+    ((_, _, text),) = sqlite_store._part_rows("r1", {"t1": spec}, ["t1"])
+    ((_, _, again),) = sqlite_store._part_rows("r2", {"t1": spec}, ["t1"])
+    assert again is text  # the same object: its text is not made again
+    other = [{"name": "sub", "parameters": {"type": "object"}}]  # same key, another value
+    ((_, _, changed),) = sqlite_store._part_rows("r3", {"t1": other}, ["t1"])
+    assert '"sub"' in changed and '"add"' not in changed

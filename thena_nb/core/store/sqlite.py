@@ -240,15 +240,17 @@ class SqliteRunStore:
         """Commit the turn, its state snapshot and its messages (S28)."""
         if record.stored:
             return
-        run_id, parts = run.run_id, request_parts_of(run, record.turn)
+        run_id = run.run_id
+        alone = self._turn_alone(run, record)
         if len(self._live) < 2:
-            self._write_turn(run_id, record, parts)
+            self._write_turn(run, record, alone)
             return
         what = f"store turn {record.turn.index} of run {run_id!r}"
-        if self._turn_alone(run_id, record, parts):  # the common case: one statement
+        if alone:  # the common case: one statement
             values = _turn_values(self._numbers[run_id], record)
             await self._batched(what, lambda c: c.execute(_INSERT_TURN, values), alone=True)
         else:
+            parts = request_parts_of(run, record.turn)
             await self._batched(what, lambda c: self._turn_rows(c, run_id, record, parts))
 
     async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
@@ -519,25 +521,35 @@ class SqliteRunStore:
             raise
         return not found
 
-    def _turn_alone(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> bool:
+    def _turn_alone(self, run: Run, record: TurnRecord) -> bool:
         """Whether the turn's row is all its write holds: no stale turns to delete, no
         request parts not yet written, no leases due for renewal."""
         if record.drop_from is not None or time.monotonic() >= self._renew_at:
             return False
+        run_id = run.run_id
         if run_id not in self._numbers:  # (not claimed here: `_turn_rows` looks it up)
             return False
-        written = self._parts_written.get(run_id)
-        return written.issuperset(parts) if written is not None else not parts
+        request = record.turn.__dict__["request"]  # plain reads: a turn each
+        if request is None:
+            return True
+        written = self._parts_written.get(run_id, ())
+        parts = run.request_parts  # (a part the run's table lacks is not written)
+        for key in (request.system, request.tools):
+            if key not in written and key in parts:
+                return False
+        return True
 
-    def _write_turn(self, run_id: str, record: TurnRecord, parts: dict[str, Any]) -> None:
-        turn = record.turn
-        if not self._turn_alone(run_id, record, parts):
-            with self._writing(f"store turn {turn.index} of run {run_id!r}") as conn:
+    def _write_turn(self, run: Run, record: TurnRecord, alone: bool) -> None:
+        run_id = run.run_id
+        if not alone:
+            parts = request_parts_of(run, record.turn)
+            with self._writing(f"store turn {record.turn.index} of run {run_id!r}") as conn:
                 self._turn_rows(conn, run_id, record, parts)
             return
         # The common case, once per turn: one prepared statement, its own transaction.
         values = _turn_values(self._numbers[run_id], record)
-        self._write_alone(f"store turn {turn.index}", lambda c: c.execute(_INSERT_TURN, values))
+        what = f"store turn {record.turn.index}"
+        self._write_alone(what, lambda c: c.execute(_INSERT_TURN, values))
 
     def _write_alone(self, what: str, write: Callable[[sqlite3.Connection], _T]) -> _T:
         """`write` of one statement, committed at once: its own transaction, as SQLite
@@ -1075,8 +1087,27 @@ def _header_values(header: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+_PART_TEXTS: dict[str, tuple[object, str]] = {}
+"""The row text of each request part written lately, by key, with the value it was made
+from: every run of an agent writes the same parts again, the same objects (the agent keeps
+them, `records._sent`); a value that is not the very object kept is encoded again."""
+_PART_TEXTS_KEPT = 256
+
+
 def _part_rows(run_id: str, parts: dict[str, Any], keys: list[str]) -> list[tuple[str, ...]]:
-    return [(run_id, k, _json(parts[k])) for k in keys]
+    rows: list[tuple[str, ...]] = []
+    for k in keys:
+        value = parts[k]
+        kept = _PART_TEXTS.get(k)
+        if kept is not None and kept[0] is value:
+            text = kept[1]
+        else:
+            text = _json(value)
+            if len(_PART_TEXTS) >= _PART_TEXTS_KEPT:
+                _PART_TEXTS.clear()
+            _PART_TEXTS[k] = (value, text)
+        rows.append((run_id, k, text))
+    return rows
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
