@@ -16,7 +16,7 @@ from thena_nb import Agent, Run, Workflow, loop, stepper, until_answered
 from thena_nb.core.engine.gates import GateError
 from thena_nb.models import ScriptedModel
 from thena_nb.notebook import Stepper
-from thena_nb.notebook._stepper_run import RunView
+from thena_nb.notebook._stepper_run import RecordedSession
 from thena_nb.notebook._stepper_views import FORK_NEEDS_WORKFLOW
 from thena_nb.notebook._widget_parts import Part
 from thena_nb.store import SqliteRunStore
@@ -77,7 +77,7 @@ async def test_a_stored_run_opens_in_view_mode_and_scrubs_to_its_last_turn(
 
     s = stepper(run)
     s.chart_delay = 0
-    assert isinstance(s, Stepper) and isinstance(s.session, RunView)
+    assert isinstance(s, Stepper) and isinstance(s.session, RecordedSession)
     assert (s.mode, s.status, s.turn_count, s.position) == ("view", "finished", 3, 0)
     assert s.run_id == run.run_id
     assert "viewing a finished run (3 turns)" in s.view_html.value

@@ -18,7 +18,7 @@ runs, `Stepper` when a stepper opens).
 | `_svg_chart` | the failure chart as inline SVG, themed by CSS |
 | `_theme` | the one stylesheet, on JupyterLab's theme variables |
 | `_stepper_gates` | the gate cards and the fork session of "Edit this turn and continue" |
-| `_stepper_run` | `RunView`: a recorded run read as the Stepper reads a session (view mode) |
+| `_stepper_run` | `RecordedSession`: a recorded run read as the Stepper reads a session (view) |
 | `_stepper_open` | `open_stepper`: the Stepper over a live session or a recorded run |
 | `page` | a run as one self-contained HTML page (`run.to_html`) |
 | `frames` | pandas DataFrames of turns |

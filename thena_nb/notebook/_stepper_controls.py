@@ -40,7 +40,7 @@ from thena_nb.notebook._widget_parts import (
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_gates import GateCard
-    from thena_nb.notebook._stepper_run import RunView
+    from thena_nb.notebook._stepper_run import RecordedSession
 
 __all__ = ["EDIT_TAB"]
 
@@ -81,7 +81,7 @@ _FIXED = ("kind", "description", "icon", "placeholder", "rows", "submit", "title
 class _Controls(StepperParts):
     """Build the parts and wire them to what they do (a mixin of `Stepper`)."""
 
-    session: Session | RunView
+    session: Session | RecordedSession
     gate_cards: dict[str, GateCard]
     position: int
     break_error: str

@@ -29,7 +29,7 @@ from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook._widget_parts import StepperParts
 
 if TYPE_CHECKING:
-    from thena_nb.notebook._stepper_run import RunView
+    from thena_nb.notebook._stepper_run import RecordedSession
 
 __all__ = ["Where", "iteration_of"]
 
@@ -46,7 +46,7 @@ the outermost down to it (a nested loop starts over at iteration 1 in each outer
 class _Events(StepperParts):
     """The session's events and the notes of each turn (a mixin of `Stepper`)."""
 
-    session: Session | RunView
+    session: Session | RecordedSession
     status: str
     live: str
     break_on_error: bool
@@ -220,7 +220,7 @@ class _TurnView:
         return getattr(self._ctx, name)
 
 
-def _loop_steps(session: Session | RunView) -> dict[str, LoopStep]:
+def _loop_steps(session: Session | RecordedSession) -> dict[str, LoopStep]:
     """The workflow's loops by step path, where `OpenLoop.path` finds its `until`."""
     wf = session.workflow
     if wf is None:

@@ -26,7 +26,7 @@ from thena_nb.notebook._widget_parts import StepperParts
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_gates import GateCard
-    from thena_nb.notebook._stepper_run import RunView
+    from thena_nb.notebook._stepper_run import RecordedSession
 
 __all__ = ["every_call", "running_loop"]
 
@@ -47,7 +47,7 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
 class _Host(StepperParts):
     """Drive the session on the Stepper's event loop (a mixin of `Stepper`)."""
 
-    session: Session | RunView
+    session: Session | RecordedSession
     task: asyncio.Future[Any] | None
     gate_cards: dict[str, GateCard]
     status: str
@@ -77,7 +77,7 @@ class _Host(StepperParts):
         def _render_controls(self) -> None: ...
         def _empty_position(self) -> str: ...
 
-    def _attach(self, session: Session | RunView) -> None:
+    def _attach(self, session: Session | RecordedSession) -> None:
         """Listen to `session` and drive it: its breakpoint hook, its events, its gates."""
         self.session = session
         self.mode = "live" if isinstance(session, Session) else "view"
@@ -196,7 +196,7 @@ class _Host(StepperParts):
             self._branch_turns.append(turn)
             self._note_turn(turn)
 
-    def _follow(self, session: Session | RunView) -> None:
+    def _follow(self, session: Session | RecordedSession) -> None:
         """Show and drive `session` from now on (a fork, or a parent again)."""
         self._detach()
         self.session = session

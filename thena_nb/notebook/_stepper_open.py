@@ -8,7 +8,7 @@ from typing import Any, Literal
 from thena_nb.core.engine.session import Session
 from thena_nb.core.runs.run import Run
 from thena_nb.core.store.base import RunStore
-from thena_nb.notebook._stepper_run import RunView, workflow_for
+from thena_nb.notebook._stepper_run import RecordedSession, workflow_for
 from thena_nb.notebook.stepper import Stepper
 
 __all__ = ["open_stepper"]
@@ -29,4 +29,4 @@ def open_stepper(
             f"`stepper` opens a `Run` (e.g. `Run.load(run_id)`), got {type(run).__name__}; "
             f"for a new live run use `wf.stepper(input)`"
         )
-    return Stepper(RunView(run, workflow=workflow_for(run, workflow), store=store))
+    return Stepper(RecordedSession(run, workflow=workflow_for(run, workflow), store=store))

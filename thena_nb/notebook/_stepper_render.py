@@ -28,7 +28,7 @@ from thena_nb.notebook._widget_parts import (
 )
 
 if TYPE_CHECKING:
-    from thena_nb.notebook._stepper_run import RunView
+    from thena_nb.notebook._stepper_run import RecordedSession
 
 __all__ = ["FRAME_ROWS"]
 
@@ -41,9 +41,9 @@ _STOPPED_LOOPS = 4
 class _Render(StepperParts):
     """Draw the run into the Stepper's parts (a mixin of `Stepper`)."""
 
-    session: Session | RunView
+    session: Session | RecordedSession
     gate_cards: dict[str, GateCard]
-    parents: list[Session | RunView]
+    parents: list[Session | RecordedSession]
     chart_delay: float
     chart_task: asyncio.Task[None] | None
     status: str
@@ -351,7 +351,7 @@ class _Render(StepperParts):
         self.chart.hidden = False
 
 
-def _status(session: Session | RunView) -> str:
+def _status(session: Session | RecordedSession) -> str:
     """What the session is doing at this moment, as the Stepper's `status` says it."""
     if session.done:
         return str(session.result.status)

@@ -1,9 +1,9 @@
-"""The Stepper on a recorded run: the `RunView` that `thena_nb.stepper(run)` opens it on.
+"""The Stepper on a recorded run: the `RecordedSession` that `thena_nb.stepper(run)` opens it on.
 
 Any `Run` opens in the Stepper's view mode: one loaded from a store (`Run.load`), a fork,
 one read from JSON or imported from another tool, one of another framework's agent. The
 Stepper reads a source through the face of a `Session` (`result`, `done`, `pending`,
-`open_loops`, `subscribe`, ...); `RunView` is that face for a run nothing drives any more:
+`open_loops`, `subscribe`, ...); `RecordedSession` is that face for a run nothing drives any more:
 a session that has ended, so every control that needs a live one stays off, while the views
 (scrubbing, what the model was sent, reasoning, tools, the frame, the chart, what-if) read
 the run as they read a live one. "Fork from here" turns the view into a live session
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from thena_nb.core.records.types import ToolCall, Turn
     from thena_nb.core.store.base import RunStore
 
-__all__ = ["RunView", "workflow_for"]
+__all__ = ["RecordedSession", "workflow_for"]
 
 
 def workflow_for(run: Run, workflow: Any) -> Workflow | None:
@@ -52,7 +52,7 @@ def workflow_for(run: Run, workflow: Any) -> Workflow | None:
         ) from exc
 
 
-class RunView:
+class RecordedSession:
     """A recorded run as the Stepper reads a session: one that has ended, with nothing left
     to run, decide or stop.
 
@@ -66,8 +66,8 @@ class RunView:
         >>> from thena_nb.models import ScriptedModel
         >>> run = Workflow("hi", [Agent("A", model=ScriptedModel(["hello"]))]).run(
         ...     "go", store=False)
-        >>> RunView(run, workflow=None)
-        RunView('hi', finished, turns=1, workflow=None)
+        >>> RecordedSession(run, workflow=None)
+        RecordedSession('hi', finished, turns=1, workflow=None)
     """
 
     done = True
@@ -139,6 +139,6 @@ class RunView:
     def __repr__(self) -> str:
         wf = self.workflow.name if self.workflow is not None else None
         return (
-            f"RunView({self.result.workflow_name!r}, {self.result.status}, "
+            f"RecordedSession({self.result.workflow_name!r}, {self.result.status}, "
             f"turns={len(self.result.turns)}, workflow={wf!r})"
         )

@@ -49,7 +49,7 @@ from thena_nb.notebook._stepper_events import _Events
 from thena_nb.notebook._stepper_gates import GateCard, fork_session, live_fork_session
 from thena_nb.notebook._stepper_host import _Host, running_loop
 from thena_nb.notebook._stepper_render import FRAME_ROWS, _Render
-from thena_nb.notebook._stepper_run import RunView
+from thena_nb.notebook._stepper_run import RecordedSession
 
 __all__ = ["EDIT_TAB", "FRAME_ROWS", "Stepper"]
 
@@ -86,7 +86,7 @@ class Stepper(_Controls, _Render, _Host, _Events, anywidget.AnyWidget):
 
     Args:
         session: A session of the core executor, e.g. `wf.session(input)`; or a recorded
-            run's `RunView` (what `thena_nb.stepper(run)` passes) for view mode.
+            run's `RecordedSession` (what `thena_nb.stepper(run)` passes) for view mode.
         **kwargs: Passed to `anywidget.AnyWidget`.
 
     Example:
@@ -158,14 +158,14 @@ class Stepper(_Controls, _Render, _Host, _Events, anywidget.AnyWidget):
     mode = Unicode("live").tag(sync=True)
     """`live` over a session, `view` over a recorded run (`thena_nb.stepper(run)`)."""
 
-    def __init__(self, session: Session | RunView, **kwargs: Any) -> None:
+    def __init__(self, session: Session | RecordedSession, **kwargs: Any) -> None:
         self.session = session
         self._loop: asyncio.AbstractEventLoop | None = running_loop()
         self.task: asyncio.Future[Any] | None = None
         """The action in flight (or the last one); `await stepper.task` waits for it."""
         self.break_conditions: list[Callable[..., Any]] = []
         """Functions given to `break_when`."""
-        self.parents: list[Session | RunView] = []
+        self.parents: list[Session | RecordedSession] = []
         """The sessions of the runs this one was forked from, the nearest last."""
         self.gate_cards: dict[str, GateCard] = {}
         """The card of each call held at a gate, by call id."""
