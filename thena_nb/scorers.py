@@ -35,14 +35,13 @@ Example:
     Name: base, dtype: float64
 """
 
+from thena_nb.experiments._judge import Judge, judge
 from thena_nb.experiments._scorers import (
     Check,
-    Judge,
     Score,
     Scorer,
     contains,
     equals,
-    judge,
     matches,
     max_turns,
     no_failed_tools,

@@ -13,7 +13,7 @@ from messages_api_server import MessagesAPIServer, status, tool_use
 
 from thena_nb import Agent, Case, Workflow
 from thena_nb.core.records.errors import ModelError, TransientModelError
-from thena_nb.experiments import _scorers
+from thena_nb.experiments import _judge
 from thena_nb.models import (
     AnthropicModel,
     FunctionModel,
@@ -103,7 +103,7 @@ def test_the_judge_waits_as_the_policy_says(monkeypatch: pytest.MonkeyPatch) -> 
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr(_scorers, "asyncio", SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr(_judge, "asyncio", SimpleNamespace(sleep=sleep))
     model = failing(busy(), TransientModelError("later", retry_after=0.2))
     policy = RetryPolicy(initial_delay=0.05, jitter=False)
     run = answered().run("France?", store=False)
