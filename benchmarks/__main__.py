@@ -190,8 +190,7 @@ def render(rows: list[list[str]], header: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the selected workloads, print the table and the notes, write the JSON file."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=(__doc__ or "").splitlines()[0]
     )
@@ -207,44 +206,38 @@ def main(argv: list[str] | None = None) -> int:
         help="W1: import thena_nb from this checkout in the child processes (another branch)",
     )
     parser.add_argument("--no-peers", action="store_true", help="W1: thena_nb only")
-    args = parser.parse_args(argv)
-    selected = ALL
-    if args.only:
-        selected = tuple(w.strip().upper() for w in args.only.split(",") if w.strip())
-        unknown = [w for w in selected if w not in ALL]
-        if unknown:
-            parser.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(ALL)}")
+    return parser
 
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
 
-    started = time.perf_counter()
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_selected(selected: tuple[str, ...], args: argparse.Namespace) -> dict[str, Any]:
+    """The results of each selected workload, by key (the scripted ones a list of parts)."""
     results: dict[str, Any] = {}
     if "W1" in selected:
         results["W1"] = workloads.w1(
-            quick=args.quick, log=log, code=args.code, peers=not args.no_peers
+            quick=args.quick, log=_log, code=args.code, peers=not args.no_peers
         )
     if "W2" in selected:
-        log("W2 parallel")
+        _log("W2 parallel")
         results["W2"] = workloads.w2(quick=args.quick)
     if "W5" in selected:
-        log("W5 memory")
+        _log("W5 memory")
         results["W5"] = workloads.w5(quick=args.quick)
     for script in workloads.SCRIPTS:
         if script.workload in selected:
-            log(f"{script.workload} {script.path}")
+            _log(f"{script.workload} {script.path}")
             results.setdefault(script.workload, []).append(
                 workloads.run_script(script, quick=args.quick)
             )
+    return results
 
-    report = {
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "workloads": list(selected),
-        "seconds": time.perf_counter() - started,
-        "machine": machine(),
-        "results": results,
-    }
+
+def show(report: dict[str, Any]) -> None:
+    """Print the report: W1's matrix, the targets table, the notes, each script's output."""
+    results = report["results"]
     if "W1" in results:
         matrix = w1_matrix(results["W1"])
         print(render(matrix[1:], matrix[0]) + "\n")
@@ -263,8 +256,31 @@ def main(argv: list[str] | None = None) -> int:
     m = report["machine"]
     print(
         f"\n{m['cpu']}, {m['nproc']} CPUs, Python {m['python']}; "
-        f"{report['seconds']:.0f} s{' (quick)' if args.quick else ''}"
+        f"{report['seconds']:.0f} s{' (quick)' if report['quick'] else ''}"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected workloads, print the table and the notes, write the JSON file."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    selected = ALL
+    if args.only:
+        selected = tuple(w.strip().upper() for w in args.only.split(",") if w.strip())
+        unknown = [w for w in selected if w not in ALL]
+        if unknown:
+            parser.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(ALL)}")
+    started = time.perf_counter()
+    results = run_selected(selected, args)
+    report = {
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "workloads": list(selected),
+        "seconds": time.perf_counter() - started,
+        "machine": machine(),
+        "results": results,
+    }
+    show(report)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"figures written to {args.json}")
