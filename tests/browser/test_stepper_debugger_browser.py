@@ -444,6 +444,38 @@ def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> Non
     widget_shot(page, "stepper-332.png")
 
 
+LONG_NAMES = """
+@tool
+def reconcile_quarterly_revenue_ledger_entries(a: int, b: int) -> int:
+    '''Add two numbers.'''
+    return a + b
+
+agent = Agent("QuarterlyRevenueReconciliationSpecialist",
+              model=ScriptedModel([reply.tool("reconcile_quarterly_revenue_ledger_entries", a=1, b=2),
+                                   "The sum is 3."]),
+              tools=[reconcile_quarterly_revenue_ledger_entries])
+wf = Workflow("ledger", [loop(steps=[agent], until=until_answered, max_iterations=5)])
+stepper = wf.stepper("What is 1 + 2?")
+stepper
+"""
+
+
+def test_long_agent_and_tool_names_wrap_in_a_332_pixel_turn_table(page: Page, lab: Lab) -> None:
+    page.set_viewport_size({"width": 1280, "height": 1400})
+    open_and_run(page, lab, write_notebook(lab, "narrow-names.ipynb", SETUP, LONG_NAMES))
+    stepper_root(page)
+    button(page, RUN).click()
+    expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
+    page.locator(".thena-stepper").evaluate("e => { e.style.width = '332px'; }")
+    page.wait_for_timeout(300)
+    table = page.locator(".thena-part-frame_html")
+    expect(table).to_contain_text("QuarterlyRevenueReconciliationSpecialist")
+    assert table.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), table.evaluate(
+        "e => [e.scrollWidth, e.clientWidth]"
+    )
+    widget_shot(page, "stepper-332-long-names.png")
+
+
 CLIPPED_JS = """(selectors) => {
   const out = [];
   for (const sel of selectors) {
