@@ -416,15 +416,28 @@ def test_run_scrolls_the_transcript_to_the_shown_turn(page: Page, lab: Lab) -> N
     widget_shot(page, "stepper-follow.png")
 
 
-def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> None:
+def run_at_332_pixels(page: Page, lab: Lab, name: str, code: str) -> None:
+    """Run the Stepper made by `code` to its end, then narrow it to 332 px."""
     page.set_viewport_size({"width": 1280, "height": 1400})
-    open_and_run(page, lab, write_notebook(lab, "narrow332.ipynb", SETUP, EDITABLE))
+    open_and_run(page, lab, write_notebook(lab, name, SETUP, code))
     stepper_root(page)
     button(page, RUN).click()
     expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
     # JupyterLab itself does not fit a 332 px window: narrow the widget's own box instead
     page.locator(".thena-stepper").evaluate("e => { e.style.width = '332px'; }")
     page.wait_for_timeout(300)
+
+
+def assert_turn_table_fits(page: Page) -> None:
+    """The turn table does not scroll sideways."""
+    table = page.locator(".thena-part-frame_html")
+    assert table.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), table.evaluate(
+        "e => [e.scrollWidth, e.clientWidth]"
+    )
+
+
+def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> None:
+    run_at_332_pixels(page, lab, "narrow332.ipynb", EDITABLE)
     row = page.locator(".thena-scrub")
     tops = [
         round(box["y"] + box["height"] / 2)
@@ -437,10 +450,7 @@ def test_the_scrub_row_stays_one_line_at_332_pixels(page: Page, lab: Lab) -> Non
     ]
     assert len(tops) == 3 and max(tops) - min(tops) <= 4, tops
     assert row.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
-    table = page.locator(".thena-part-frame_html")  # the turn table fits: no sideways scroll
-    assert table.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), table.evaluate(
-        "e => [e.scrollWidth, e.clientWidth]"
-    )
+    assert_turn_table_fits(page)
     widget_shot(page, "stepper-332.png")
 
 
@@ -461,18 +471,10 @@ stepper
 
 
 def test_long_agent_and_tool_names_wrap_in_a_332_pixel_turn_table(page: Page, lab: Lab) -> None:
-    page.set_viewport_size({"width": 1280, "height": 1400})
-    open_and_run(page, lab, write_notebook(lab, "narrow-names.ipynb", SETUP, LONG_NAMES))
-    stepper_root(page)
-    button(page, RUN).click()
-    expect(page.locator(".thena-stepper-header")).to_contain_text("finished")
-    page.locator(".thena-stepper").evaluate("e => { e.style.width = '332px'; }")
-    page.wait_for_timeout(300)
+    run_at_332_pixels(page, lab, "narrow-names.ipynb", LONG_NAMES)
     table = page.locator(".thena-part-frame_html")
     expect(table).to_contain_text("QuarterlyRevenueReconciliationSpecialist")
-    assert table.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), table.evaluate(
-        "e => [e.scrollWidth, e.clientWidth]"
-    )
+    assert_turn_table_fits(page)
     widget_shot(page, "stepper-332-long-names.png")
 
 
