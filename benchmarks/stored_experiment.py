@@ -73,8 +73,8 @@ def run_once(inputs: list[str], turns: int = TURNS) -> Any:
 
 
 def floor(conn: sqlite3.Connection, run_ids: list[str]) -> list[list[Any]]:
-    """Every stored row of `run_ids`, selected in bulk, and every JSON text decoded, with
-    the collector paused (as `Run.load` pauses it: what is decoded is no garbage): the
+    """Every stored row of `run_ids`, selected in bulk, and every JSON text decoded with no
+    full collection (as `Run.load` decodes, `decoding`: what is decoded is no garbage): the
     headers' JSON columns, the turns (with their states) and the request parts."""
     with decoding():
         return _floor(conn, run_ids)

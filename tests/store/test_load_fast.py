@@ -1,7 +1,7 @@
 """Opening a stored run: `Run.load` gives back the run that was stored, records that behave
 as the executor's own, the clear error for a corrupt row, and the garbage collector as it
-found it (a load holds off its full collections while it decodes: `decoding`). Its speed is measured in
-`benchmarks/run_load.py`, not here."""
+found it (a load holds off its full collections while it decodes: `decoding`). Its speed
+is measured in `benchmarks/run_load.py`, not here."""
 
 from __future__ import annotations
 
@@ -160,27 +160,24 @@ def test_a_load_leaves_the_collector_as_it_found_it(stored: tuple[Run, Path]) ->
 
 
 def test_a_load_holds_off_full_collections_and_puts_the_thresholds_back(
-    stored: tuple[Run, Path],
+    stored: tuple[Run, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import thena_nb.core.store.sqlite as sqlite_store
+
     run, path = stored
     seen: list[tuple[int, int, int]] = []
+    rebuild = sqlite_store.rebuild_run
+
+    def watched(*args: object, **kwargs: object) -> Run:
+        seen.append(gc.get_threshold())
+        return rebuild(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_store, "rebuild_run", watched)
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
     try:
         with SqliteRunStore.from_path(path) as store:
-            import thena_nb.core.store.sqlite as sqlite_store
-
-            rebuild = sqlite_store.rebuild_run
-
-            def watched(*args: object, **kwargs: object) -> Run:
-                seen.append(gc.get_threshold())
-                return rebuild(*args, **kwargs)  # type: ignore[arg-type]
-
-            sqlite_store.rebuild_run = watched  # type: ignore[assignment]
-            try:
-                store.load(run.run_id)
-            finally:
-                sqlite_store.rebuild_run = rebuild
+            store.load(run.run_id)
         assert seen == [(700, 10, FULL_COLLECTIONS_HELD[2])]  # young collections go on
         assert gc.get_threshold() == (700, 10, 10)
     finally:

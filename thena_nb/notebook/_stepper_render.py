@@ -23,9 +23,7 @@ from thena_nb.notebook import _stepper_views as views
 from thena_nb.notebook import _svg_chart, _transcript
 from thena_nb.notebook._stepper_gates import GateCard, tool_schema
 from thena_nb.notebook._stepper_host import running_loop
-from thena_nb.notebook._widget_parts import (
-    StepperParts,
-)
+from thena_nb.notebook._widget_parts import StepperParts
 
 if TYPE_CHECKING:
     from thena_nb.notebook._stepper_run import RecordedSession

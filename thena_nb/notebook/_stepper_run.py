@@ -1,13 +1,13 @@
-"""The Stepper on a recorded run: the `RecordedSession` that `thena_nb.stepper(run)` opens it on.
+"""The Stepper on a recorded run: the `RecordedSession` that `thena_nb.stepper(run)` opens.
 
 Any `Run` opens in the Stepper's view mode: one loaded from a store (`Run.load`), a fork,
 one read from JSON or imported from another tool, one of another framework's agent. The
 Stepper reads a source through the face of a `Session` (`result`, `done`, `pending`,
-`open_loops`, `subscribe`, ...); `RecordedSession` is that face for a run nothing drives any more:
-a session that has ended, so every control that needs a live one stays off, while the views
-(scrubbing, what the model was sent, reasoning, tools, the frame, the chart, what-if) read
-the run as they read a live one. "Fork from here" turns the view into a live session
-(`_stepper_gates.live_fork_session`) when the run's workflow is at hand.
+`open_loops`, `subscribe`, ...); `RecordedSession` is that face for a run nothing drives
+any more: a session that has ended, so every control that needs a live one stays off,
+while the views (scrubbing, what the model was sent, reasoning, tools, the frame, the
+chart, what-if) read the run as they read a live one. "Fork from here" turns the view into
+a live session (`_stepper_gates.live_fork_session`) when the run's workflow is at hand.
 """
 
 from __future__ import annotations

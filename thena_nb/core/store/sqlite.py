@@ -216,42 +216,34 @@ class SqliteRunStore:
         Raises:
             RunInUse: Another writer is running this run now (this process or another).
         """
-        header, what = run.header(), f"start run {run.run_id!r}"
-        if self._live:  # committed with the other runs' writes, before the first model call
-            found: list[bool] = []
-            # A new id (the common case) is claimed by one statement, without a savepoint.
-            await self._batched(
-                what, lambda c: found.append(self._claim_new(c, header)), alone=True
-            )
-            new = found == [True]
-            if not new:
-                await self._batched(what, lambda c: found.append(self._claim(c, header)))
-                new = found[-1]
-        elif self._write_alone(what, lambda c: self._claim_new(c, header)):
-            new = True
-        else:
-            with self._writing(what) as conn:
-                new = self._claim(conn, header)
-        self._live.add(run.run_id)
+        run_id, header = run.run_id, run.header()
+        what = f"start run {run_id!r}"
+        # Committed before the first model call. A new id (the common case) is claimed by
+        # one statement, without a transaction or savepoint of its own.
+        new = await self._write(run_id, what, lambda c: self._claim_new(c, header), alone=True)
+        if not new:
+            new = await self._write(run_id, what, lambda c: self._claim(c, header))
+        self._live.add(run_id)
         if new:  # (known only once the claim is committed)
-            self._fresh.add(run.run_id)
+            self._fresh.add(run_id)
 
     async def turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit the turn, its state snapshot and its messages (S28)."""
         if record.stored:
             return
         run_id = run.run_id
-        alone = self._turn_alone(run, record)
-        if len(self._live) < 2:
-            self._write_turn(run, record, alone)
-            return
         what = f"store turn {record.turn.index} of run {run_id!r}"
-        if alone:  # the common case: one statement
-            values = _turn_values(self._numbers[run_id], record)
-            await self._batched(what, lambda c: c.execute(_INSERT_TURN, values), alone=True)
-        else:
+        if not self._turn_alone(run, record):
             parts = request_parts_of(run, record.turn)
-            await self._batched(what, lambda c: self._turn_rows(c, run_id, record, parts))
+            await self._write(run_id, what, lambda c: self._turn_rows(c, run_id, record, parts))
+            return
+        # The common case, once per turn: one prepared statement (written here, not through
+        # `_write`: a coroutine less a turn).
+        values = _turn_values(self._numbers[run_id], record)
+        if len(self._live) < 2:
+            self._write_alone(what, lambda c: c.execute(_INSERT_TURN, values))
+        else:
+            await self._batched(what, lambda c: c.execute(_INSERT_TURN, values), alone=True)
 
     async def branch_turn_recorded(self, run: Run, record: TurnRecord) -> None:
         """Commit a parallel branch's turn as it finishes, while its block is still open
@@ -279,18 +271,18 @@ class SqliteRunStore:
             self._numbers.pop(run_id, None)
             return  # not its run to end: its claim was refused, or it never started here
         try:
-            values = self._ending(run)
+            values, what = self._ending(run), f"finish run {run_id!r}"
             fresh = run_id in self._fresh
-            if fresh and run_id in self._numbers and await self._ended_alone(run_id, values[1]):
-                return  # its row is ours: one statement, no savepoint
-            if len(self._live) < 2:
-                with self._writing(f"finish run {run_id!r}") as conn:
-                    _finish_rows(conn, values, self._number_of(conn, run_id), fresh)
-            else:
-                what = f"finish run {run_id!r}"
-                await self._batched(
-                    what, lambda c: _finish_rows(c, values, self._number_of(c, run_id), fresh)
-                )
+            if fresh and run_id in self._numbers:  # its row is ours: one `UPDATE` of it
+                ended = values[1]
+                if await self._write(
+                    run_id, what, lambda c: c.execute(_FINISH, ended).rowcount == 1, alone=True
+                ):
+                    return
+            # Any other run (or a fresh one whose row is gone after all): its ending whole.
+            await self._write(
+                run_id, what, lambda c: _finish_rows(c, values, self._number_of(c, run_id), fresh)
+            )
         except StoreError as exc:
             self._mark_failed(run_id, exc)
             raise
@@ -539,18 +531,6 @@ class SqliteRunStore:
                 return False
         return True
 
-    def _write_turn(self, run: Run, record: TurnRecord, alone: bool) -> None:
-        run_id = run.run_id
-        if not alone:
-            parts = request_parts_of(run, record.turn)
-            with self._writing(f"store turn {record.turn.index} of run {run_id!r}") as conn:
-                self._turn_rows(conn, run_id, record, parts)
-            return
-        # The common case, once per turn: one prepared statement, its own transaction.
-        values = _turn_values(self._numbers[run_id], record)
-        what = f"store turn {record.turn.index}"
-        self._write_alone(what, lambda c: c.execute(_INSERT_TURN, values))
-
     def _write_alone(self, what: str, write: Callable[[sqlite3.Connection], _T]) -> _T:
         """`write` of one statement, committed at once: its own transaction, as SQLite
         makes one for a statement outside any (a statement that fails leaves no change)."""
@@ -572,18 +552,25 @@ class SqliteRunStore:
                 self._start_checkpoint()
             return done
 
-    async def _ended_alone(self, run_id: str, values: tuple[Any, ...]) -> bool:
-        """Write a fresh run's ending by one `UPDATE` of the row its claim made: at once when
-        it runs alone, else in the open batch. False (nothing written) when the row is not
-        there after all: `_finish_rows` then writes it whole."""
-        what = f"finish run {run_id!r}"
-        if len(self._live) < 2:
-            return self._write_alone(what, lambda c: c.execute(_FINISH, values).rowcount == 1)
-        updated: list[bool] = []
-        await self._batched(
-            what, lambda c: updated.append(c.execute(_FINISH, values).rowcount == 1), alone=True
-        )
-        return updated == [True]
+    async def _write(
+        self,
+        run_id: str,
+        what: str,
+        write: Callable[[sqlite3.Connection], _T],
+        *,
+        alone: bool = False,
+    ) -> _T:
+        """`write`'s result, once it is committed: at once while run `run_id` is the only
+        one going on here (`alone`: one statement, its own transaction; else a transaction
+        of its own), else in the open batch with the other runs' writes (`_batched`)."""
+        if len(self._live) <= (run_id in self._live):
+            if alone:
+                return self._write_alone(what, write)
+            with self._writing(what) as conn:
+                return write(conn)
+        done: list[_T] = []
+        await self._batched(what, lambda c: done.append(write(c)), alone=alone)
+        return done[0]
 
     def _turn_rows(
         self, conn: sqlite3.Connection, run_id: str, record: TurnRecord, parts: dict[str, Any]
